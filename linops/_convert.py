@@ -1,0 +1,106 @@
+"""Conversions in (``aslinop``) and out (``aslinearoperator``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._backend import is_cupy, is_jax, to_numpy
+from ._base import LinearOperator, is_array
+from ._dense import Dense
+from ._errors import BackendNotSupported, UnsupportedOperandError
+from ._matrixfree import MatrixFree
+from ._pattern import Pattern
+from ._sparse import Sparse
+
+ACCEPTED = ("a linops operator, a 2-D numpy/cupy/jax array, any scipy.sparse matrix or array, "
+            "a cupyx.scipy.sparse matrix, a jax.experimental.sparse BCOO/BCSR, or a "
+            "scipy.sparse.linalg.LinearOperator")
+
+
+def aslinop(x: Any) -> LinearOperator:
+    """Wrap ``x`` as a linops operator (no copy of dense data; sparse data is canonicalised).
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> type(aslinop(np.eye(2))).__name__, type(aslinop(sp.eye(2))).__name__
+    ('Dense', 'Sparse')
+    """
+    if isinstance(x, LinearOperator):
+        return x
+    import scipy.sparse as sp
+
+    if sp.issparse(x):
+        return Sparse.from_scipy(x)
+    mod = type(x).__module__
+    if mod.startswith("cupyx.scipy.sparse"):
+        return _from_cupyx(x)
+    if mod.startswith("jax.experimental.sparse"):
+        return _from_jax_sparse(x)
+    from scipy.sparse.linalg import LinearOperator as ScipyLinearOperator
+
+    if isinstance(x, ScipyLinearOperator):
+        return MatrixFree.from_scipy(x)
+    if is_array(x):
+        if x.ndim != 2:
+            raise UnsupportedOperandError(f"aslinop needs a 2-D array, got shape={tuple(x.shape)}")
+        if isinstance(x, np.ndarray) or is_cupy(x) or is_jax(x):
+            return Dense(x)
+        return Dense(np.asarray(x))
+    raise UnsupportedOperandError(f"cannot wrap {type(x).__module__}.{type(x).__name__}; "
+                                  f"accepted: {ACCEPTED}")
+
+
+def _from_cupyx(S) -> Sparse:
+    """cupyx CSR: values stay on the GPU; the pattern's index arrays are copied to the host once
+    (so that the pattern is hashable and can serve the SuperLU/SDDMM index logic)."""
+    S = S.tocsr()
+    if not S.has_canonical_format:
+        S = S.copy()
+        S.sum_duplicates()
+    pat = Pattern(to_numpy(S.indptr), to_numpy(S.indices), S.shape)
+    return Sparse(S.data, pat)
+
+
+def _from_jax_sparse(M) -> Sparse:
+    """BCOO/BCSR with concrete indices -> Sparse; the values stay differentiable jax arrays.
+    Duplicate entries are summed (segment_sum), so the map data -> values is linear."""
+    import jax
+    from jax.experimental import sparse as jsp
+
+    if isinstance(M, jsp.BCSR):
+        M = M.to_bcoo()
+    if not isinstance(M, jsp.BCOO) or M.n_batch or M.n_dense or M.ndim != 2:
+        raise UnsupportedOperandError(f"only 2-D BCOO/BCSR without batch/dense dims are "
+                                      f"supported, got {type(M).__name__} with shape={M.shape}")
+    try:
+        ind = np.asarray(M.indices)
+    except jax.errors.TracerArrayConversionError:
+        raise BackendNotSupported(
+            "a BCOO whose indices are traced (passed as a jit argument) has no static pattern; "
+            "build lo.aslinop(bcoo) outside jax.jit, or pass a lo.Sparse whose pattern is "
+            "static") from None
+    pat, pos = Pattern.from_coo_with_map(ind[:, 0], ind[:, 1], M.shape)
+    values = jax.ops.segment_sum(M.data, pos, num_segments=pat.nnz)
+    return Sparse(values, pat)
+
+
+def aslinearoperator(A) -> "scipy.sparse.linalg.LinearOperator":  # noqa: F821
+    """A scipy ``LinearOperator`` with matvec/rmatvec/matmat/rmatmat (rmat* apply Aᴴ).
+
+    Host arrays only (numpy in, numpy out): for cupy/jax operators the products run in their
+    backend and results are copied to the host.
+    """
+    from scipy.sparse.linalg import LinearOperator as ScipyLinearOperator
+
+    A = aslinop(A)
+    AH = A.adjoint()
+
+    def mv(x):
+        return to_numpy(A @ x)
+
+    def rmv(x):
+        return to_numpy(AH @ x)
+
+    return ScipyLinearOperator(A.shape, matvec=mv, rmatvec=rmv, matmat=mv, rmatmat=rmv,
+                               dtype=A.dtype)

@@ -1,0 +1,216 @@
+"""Checks users and our own suite run on any operator: ``dottest``, ``check_against_dense``,
+and the operator zoo (named constructors × backend × dtype)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ._backend import namespace, to_numpy
+
+__all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array"]
+
+
+def tolerance(dtype) -> float:
+    return 2e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-11
+
+
+def random_array(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    a = rng.standard_normal(shape)
+    if dtype.kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)
+
+
+def _tonp(x):
+    if hasattr(x, "dtype") and not isinstance(x, np.ndarray):
+        return to_numpy(x)
+    return np.asarray(x)
+
+
+def dottest(A, *, k: int = 3, rtol: float | None = None, seed: int = 0) -> bool:
+    """⟨A x, y⟩ = ⟨x, Aᴴ y⟩ for random x (n, k), y (m, k) in A's dtype and backend.
+
+    Raises AssertionError with both values when they differ by more than ``rtol`` (relative to
+    ‖Ax‖‖y‖); returns True otherwise. Also checks ``.T`` against ``conj(.H)``.
+    """
+    from ._convert import aslinop
+    from ._pytree_util import array_leaves
+
+    A = aslinop(A)
+    m, n = A.shape
+    rng = np.random.default_rng(seed)
+    dtype = np.result_type(A.dtype, np.float32)
+    rtol = tolerance(dtype) if rtol is None else rtol
+    xp = namespace(*array_leaves(A))
+    x = xp.asarray(random_array(rng, (n, k), dtype))
+    y = xp.asarray(random_array(rng, (m, k), dtype))
+    Ax = _tonp(A @ x)
+    AHy = _tonp(A.H @ y)
+    ATy = _tonp(A.T @ y)
+    lhs = np.vdot(_tonp(y), Ax)
+    rhs = np.vdot(AHy, _tonp(x))
+    scale = np.linalg.norm(Ax) * np.linalg.norm(_tonp(y)) + np.linalg.norm(AHy) * np.linalg.norm(_tonp(x))
+    if abs(lhs - rhs) > rtol * max(scale, np.finfo(float).tiny):
+        raise AssertionError(f"dottest failed for {A!r}: <Ax, y>={lhs} but <x, Aᴴy>={rhs}")
+    yc = _tonp(y).conj()
+    ATy_ref = np.conj(_tonp(A.H @ xp.asarray(yc)))
+    if np.linalg.norm(ATy - ATy_ref) > rtol * max(np.linalg.norm(ATy_ref), 1e-30) * 10:
+        raise AssertionError(f"transpose test failed for {A!r}: Aᵀy != conj(Aᴴ conj(y))")
+    return True
+
+
+def check_against_dense(A, dense=None, *, seed: int = 0, rtol: float | None = None) -> bool:
+    """Compare every lazy query of A with the same computation on a dense reference.
+
+    ``dense``: the m×n reference (default: A applied to the identity, so that the registered
+    ``to_dense`` rule is checked against the products). Checks matmat, matvec, adjoint,
+    transpose, x @ A, diagonal, trace, sample, project onto a random pattern, inner with a dense,
+    a sparse and a low-rank operand. Raises AssertionError naming the first mismatch.
+    """
+    from . import _queries as q
+    from ._convert import aslinop
+    from ._lowrank import LowRank
+    from ._pattern import Pattern
+    from ._pytree_util import array_leaves
+    from ._sparse import Sparse
+
+    A = aslinop(A)
+    D = _tonp(q._dense_by_products(A)) if dense is None else np.asarray(dense)
+    m, n = A.shape
+    if D.shape != (m, n):
+        raise AssertionError(f"reference shape {D.shape} != A.shape {A.shape}")
+    rng = np.random.default_rng(seed)
+    dtype = np.result_type(A.dtype, np.float32)
+    rtol = tolerance(dtype) if rtol is None else rtol
+    xp = namespace(*array_leaves(A))
+    scale = max(np.abs(D).max(initial=0.0), 1.0)
+
+    def close(name, got, want, s=1.0):
+        got, want = _tonp(got), np.asarray(want)
+        if got.shape != want.shape:
+            raise AssertionError(f"{name}: shape {got.shape} != {want.shape} for {A!r}")
+        err = np.abs(got - want).max(initial=0.0)
+        if err > rtol * scale * s * 10:
+            raise AssertionError(f"{name}: max error {err:.3g} for {A!r}")
+
+    X = random_array(rng, (n, 2), dtype)
+    Y = random_array(rng, (m, 2), dtype)
+    close("matmat", A @ xp.asarray(X), D @ X, np.abs(X).sum())
+    close("matvec", A @ xp.asarray(X[:, 0]), D @ X[:, 0], np.abs(X).sum())
+    close("adjoint", A.H @ xp.asarray(Y), D.conj().T @ Y, np.abs(Y).sum())
+    close("transpose", A.T @ xp.asarray(Y), D.T @ Y, np.abs(Y).sum())
+    close("rmatmul", xp.asarray(Y.T) @ A, Y.T @ D, np.abs(Y).sum())
+    close("to_dense", q.to_dense(A), D)
+    close("diagonal", q.diagonal(A), np.diagonal(D))
+    close("trace", q.trace(A), np.trace(D), min(m, n))
+    rows = rng.integers(0, m, 9) if m else np.zeros(0, int)
+    cols = rng.integers(0, n, 9) if n else np.zeros(0, int)
+    close("sample", q.sample(A, rows, cols), D[rows, cols])
+    mask = rng.random((m, n)) < 0.4
+    P = Pattern.from_coo(*np.nonzero(mask), (m, n))
+    close("project", q.project(A, pattern=P).values, D[P.rows, P.indices])
+    Kd = random_array(rng, (m, n), dtype)
+    close("inner dense", q.inner(A, xp.asarray(Kd)), np.vdot(D, Kd), m * n)
+    Ks = Sparse(xp.asarray(Kd[P.rows, P.indices]), P)
+    close("inner sparse", q.inner(A, Ks), np.vdot(D[P.rows, P.indices], Kd[P.rows, P.indices]), m * n)
+    close("inner sparse (swapped)", q.inner(Ks, A), np.vdot(Kd[P.rows, P.indices], D[P.rows, P.indices]), m * n)
+    U, V = random_array(rng, (m, 2), dtype), random_array(rng, (n, 2), dtype)
+    close("inner lowrank", q.inner(A, LowRank(xp.asarray(U), xp.asarray(V))), np.vdot(D, U @ V.conj().T), m * n)
+    close("inner lowrank (swapped)", q.inner(LowRank(xp.asarray(U), xp.asarray(V)), A),
+          np.vdot(U @ V.conj().T, D), m * n)
+    return True
+
+
+# ----- the zoo -------------------------------------------------------------------------------
+def _zoo_builders() -> dict[str, Callable]:
+    from . import _composite as comp
+    from ._dense import Dense
+    from ._diagonal import Diagonal, Identity, Zero
+    from ._lowrank import LowRank, RankOne
+    from ._masked import MaskedOuter
+    from ._matrixfree import MatrixFree
+    from ._pattern import Pattern
+    from ._sparse import Sparse
+
+    def sparse_np(rng, m, n, dtype, density=0.35):
+        mask = rng.random((m, n)) < density
+        mask[np.arange(min(m, n)), np.arange(min(m, n))] = True
+        P = Pattern.from_coo(*np.nonzero(mask), (m, n))
+        return random_array(rng, (P.nnz,), dtype), P
+
+    def dense(rng, xp, dtype, n, m):
+        return Dense(xp.asarray(random_array(rng, (n, n), dtype)))
+
+    def dense_rect(rng, xp, dtype, n, m):
+        return Dense(xp.asarray(random_array(rng, (m, n), dtype)))
+
+    def sparse(rng, xp, dtype, n, m):
+        v, P = sparse_np(rng, n, n, dtype)
+        return Sparse(xp.asarray(v), P)
+
+    def sparse_rect(rng, xp, dtype, n, m):
+        v, P = sparse_np(rng, m, n, dtype)
+        return Sparse(xp.asarray(v), P)
+
+    def diagonal(rng, xp, dtype, n, m):
+        return Diagonal(xp.asarray(random_array(rng, (n,), dtype)))
+
+    def identity(rng, xp, dtype, n, m):
+        return Identity(n, dtype=dtype)
+
+    def zero(rng, xp, dtype, n, m):
+        return Zero((m, n), dtype=dtype)
+
+    def rank_one(rng, xp, dtype, n, m):
+        return RankOne(xp.asarray(random_array(rng, (m,), dtype)), xp.asarray(random_array(rng, (n,), dtype)))
+
+    def low_rank(rng, xp, dtype, n, m):
+        return LowRank(xp.asarray(random_array(rng, (m, 3), dtype)), xp.asarray(random_array(rng, (n, 3), dtype)))
+
+    def masked_outer(rng, xp, dtype, n, m):
+        _, P = sparse_np(rng, m, n, dtype)
+        return MaskedOuter(xp.asarray(random_array(rng, (m, 2), dtype)),
+                           xp.asarray(random_array(rng, (n, 2), dtype)), P)
+
+    def sum_(rng, xp, dtype, n, m):
+        return sparse(rng, xp, dtype, n, m) + dense(rng, xp, dtype, n, m) + diagonal(rng, xp, dtype, n, m)
+
+    def product(rng, xp, dtype, n, m):
+        return sparse_rect(rng, xp, dtype, n, m) @ dense(rng, xp, dtype, n, m)
+
+    def scaled(rng, xp, dtype, n, m):
+        c = (1.5 - 0.5j) if np.dtype(dtype).kind == "c" else -1.5
+        return c * sparse(rng, xp, dtype, n, m)
+
+    def adjoint_node(rng, xp, dtype, n, m):
+        return (dense_rect(rng, xp, dtype, m, n) + sparse_rect(rng, xp, dtype, m, n)).H
+
+    def transpose_node(rng, xp, dtype, n, m):
+        return scaled(rng, xp, dtype, n, m).T @ diagonal(rng, xp, dtype, n, m)
+
+    def matrix_free(rng, xp, dtype, n, m):
+        a = xp.asarray(random_array(rng, (m, n), dtype))
+        return MatrixFree((m, n), dtype, lambda X: a @ X, lambda X: xp.conj(a).T @ X)
+
+    def sum_with_lowrank(rng, xp, dtype, n, m):
+        return sparse(rng, xp, dtype, n, m) + rank_one(rng, xp, dtype, n, n) + rank_one(rng, xp, dtype, n, n)
+
+    return {f.__name__.rstrip("_"): f for f in (
+        dense, dense_rect, sparse, sparse_rect, diagonal, identity, zero, rank_one, low_rank,
+        masked_outer, sum_, product, scaled, adjoint_node, transpose_node, matrix_free,
+        sum_with_lowrank)}
+
+
+ZOO_NAMES = tuple(_zoo_builders())
+
+
+def zoo(name: str, xp=np, dtype=np.float64, *, n: int = 7, m: int = 5, seed: int = 0):
+    """Build the zoo operator ``name`` with arrays of namespace ``xp`` and ``dtype``.
+
+    Shapes: square n×n or rectangular m×n. Names: see ``ZOO_NAMES``.
+    """
+    rng = np.random.default_rng(seed)
+    return _zoo_builders()[name](rng, xp, np.dtype(dtype), n, m)
