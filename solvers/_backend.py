@@ -78,3 +78,14 @@ def finite_or_raise(x, name: str) -> None:
     val = to_numpy(x).reshape(-1)[k]
     raise ValueError(f"{name} contains {val} at index {tuple(int(i) for i in idx)} "
                      f"({bad.size} non-finite entries); check_finite=False skips this check")
+
+
+def split_complex(fn, B, factor_dtype):
+    """Apply a host solve ``fn`` of a REAL factorization to a possibly complex B (real and
+    imaginary parts separately: SuperLU, CHOLMOD, spilu and pyamg refuse mixed dtypes)."""
+    if np.dtype(B.dtype).kind == "c" and np.dtype(factor_dtype).kind != "c":
+        xp = namespace(B)
+        if xp is np:
+            return fn(np.ascontiguousarray(B.real)) + 1j * fn(np.ascontiguousarray(B.imag))
+        return fn(xp.real(B)) + 1j * fn(xp.imag(B))
+    return fn(B)

@@ -9,7 +9,7 @@ import numpy as np
 import linops as lo
 from linops._backend import backend_name, to_numpy
 
-from ._backend import as_dense_array, dense_linalg, device_csr, host_csr, xp_of
+from ._backend import as_dense_array, dense_linalg, device_csr, host_csr, split_complex, xp_of
 from ._errors import BackendNotSupported, SingularMatrixError, SolveError
 
 _TRANS = {"N": 0, "T": 1, "H": 2}
@@ -81,8 +81,14 @@ class _DenseLU:
         self.xp = xp_of(A)
         self.la = dense_linalg(self.xp)
         a = as_dense_array(A)
-        self.lu_piv = self.la.lu_factor(a, check_finite=False) if backend_name(self.xp) == "numpy" \
-            else self.la.lu_factor(a)
+        if backend_name(self.xp) == "numpy":
+            import warnings
+
+            with warnings.catch_warnings():  # scipy warns on an exact zero pivot; we raise below
+                warnings.simplefilter("ignore")
+                self.lu_piv = self.la.lu_factor(a, check_finite=False)
+        else:
+            self.lu_piv = self.la.lu_factor(a)
         _pivot_check(self.xp.diagonal(self.lu_piv[0]), A.shape[0], pivot_rtol, "LU")
         self.pivot_rtol = pivot_rtol
         self.iterations = 0
@@ -117,11 +123,7 @@ class _SuperLU:
         self.iterations = 0
 
     def solve(self, B, trans: str):
-        Bh = to_numpy(B)
-        if np.iscomplexobj(Bh) and self.dtype.kind != "c":
-            X = self._solve(Bh.real, trans) + 1j * self._solve(Bh.imag, trans)
-        else:
-            X = self._solve(Bh, trans)
+        X = split_complex(lambda R: self._solve(R, trans), to_numpy(B), self.dtype)
         return X if self.out_xp is np else self.out_xp.asarray(X)
 
     def _solve(self, Bh, trans):
@@ -253,6 +255,7 @@ class _Cholmod:
         cholmod = _cholmod()
         self.out_xp = xp_of(A)
         csc = host_csr(A).tocsc()
+        self.dtype = csc.dtype
         import warnings
 
         with warnings.catch_warnings():
@@ -269,7 +272,11 @@ class _Cholmod:
 
     def solve(self, B, trans: str):
         Bh = to_numpy(B)
-        X = np.conj(self.factor(np.conj(Bh))) if trans == "T" else self.factor(Bh)
+        if trans == "T":
+            Bh = np.conj(Bh)
+        X = split_complex(self.factor, Bh, self.dtype)
+        if trans == "T":
+            X = np.conj(X)
         return X if self.out_xp is np else self.out_xp.asarray(X)
 
     def refactor(self, A):

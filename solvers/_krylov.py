@@ -17,7 +17,7 @@ import numpy as np
 import linops as lo
 from linops._backend import backend_name, to_numpy
 
-from ._backend import host_csr, xp_of
+from ._backend import host_csr, split_complex, xp_of
 from ._errors import BackendNotSupported, ConvergenceError, SolveError, Status
 
 SLACK = 1.0
@@ -111,8 +111,10 @@ class _IterativeFactor:
         M = None
         if self.M is not None:
             M = self.M if trans == "N" else self.M.adjoint()
-        cols = [self._solve_one(op, M, B[:, j]) for j in range(B.shape[1])]
-        return xp.stack(cols, axis=1)
+        def run(R):
+            return xp.stack([self._solve_one(op, M, R[:, j]) for j in range(R.shape[1])], axis=1)
+
+        return split_complex(run, B, self.A.dtype)
 
     def _solve_one(self, op, M, b):
         xp = self.xp
@@ -216,13 +218,8 @@ def _amg_solve(M, b, spec, history, x0=None):
     x0 = None if x0 is None else to_numpy(x0)
     res: list[float] = []
     solve = M.ml.solve
-    kw = dict(tol=spec.rtol, maxiter=spec.maxiter, accel=spec.accel)
-    if np.iscomplexobj(bh) and M.A.dtype.kind != "c":
-        xr = solve(bh.real, x0=None if x0 is None else x0.real.copy(), residuals=res, **kw)
-        xi = solve(bh.imag, x0=None if x0 is None else x0.imag.copy(), **kw)
-        x = xr + 1j * xi
-    else:
-        x = solve(bh, x0=x0, residuals=res, **kw)
+    kw = dict(tol=spec.rtol, maxiter=spec.maxiter, accel=spec.accel, residuals=res)
+    x = split_complex(lambda r: solve(r, **kw), bh, M.A.dtype)
     bn = np.linalg.norm(bh)
     history.extend(float(r) / bn for r in res)
     return x if M.out_xp is np else M.out_xp.asarray(x)

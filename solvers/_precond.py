@@ -11,7 +11,7 @@ import numpy as np
 import linops as lo
 from linops._backend import backend_name, to_numpy
 
-from ._backend import host_csr, xp_of
+from ._backend import host_csr, split_complex, xp_of
 from ._errors import BackendNotSupported
 
 
@@ -90,12 +90,11 @@ class _AMGPrecond(Preconditioner):
                         f"{self.ml.grid_complexity():.2f}")
 
     def __call__(self, X):
+        M = self.ml.aspreconditioner(cycle="V")
         Xh = to_numpy(X)
-        if Xh.ndim == 1:
-            Y = self.ml.aspreconditioner(cycle="V").matvec(Xh)
-        else:
-            M = self.ml.aspreconditioner(cycle="V")
-            Y = np.stack([M.matvec(Xh[:, j]) for j in range(Xh.shape[1])], axis=1)
+        cols = Xh[:, None] if Xh.ndim == 1 else Xh
+        Y = np.stack([split_complex(M.matvec, cols[:, j], self.A.dtype) for j in range(cols.shape[1])], axis=1)
+        Y = Y[:, 0] if Xh.ndim == 1 else Y
         return Y if self.out_xp is np else self.out_xp.asarray(Y)
 
     def adjoint(self) -> "_AMGPrecond":
@@ -141,11 +140,7 @@ class _ILUPrecond(Preconditioner):
     def __call__(self, X):
         if backend_name(self.out_xp) == "cupy":
             return self.ilu.solve(X, trans=self.trans)
-        Xh = to_numpy(X)
-        if np.iscomplexobj(Xh) and self.A.dtype.kind != "c":
-            Y = self.ilu.solve(Xh.real, trans=self.trans) + 1j * self.ilu.solve(Xh.imag, trans=self.trans)
-        else:
-            Y = self.ilu.solve(Xh, trans=self.trans)
+        Y = split_complex(lambda R: self.ilu.solve(R, trans=self.trans), to_numpy(X), self.A.dtype)
         return Y if self.out_xp is np else self.out_xp.asarray(Y)
 
     def adjoint(self) -> "_ILUPrecond":
