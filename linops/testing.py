@@ -214,3 +214,35 @@ def zoo(name: str, xp=np, dtype=np.float64, *, n: int = 7, m: int = 5, seed: int
     """
     rng = np.random.default_rng(seed)
     return _zoo_builders()[name](rng, xp, np.dtype(dtype), n, m)
+
+
+# ----- a finite-element gallery ----------------------------------------------------------------
+def q4_laplace_stiffness():
+    """Element stiffness of the Laplacian on a unit bilinear (Q4) square, nodes counter-clockwise."""
+    return np.array([[4.0, -1.0, -2.0, -1.0], [-1.0, 4.0, -1.0, -2.0],
+                     [-2.0, -1.0, 4.0, -1.0], [-1.0, -2.0, -1.0, 4.0]]) / 6.0
+
+
+def grid_dofs(nx: int, ny: int) -> np.ndarray:
+    """Q4 connectivity of an nx×ny cell grid with (nx+1)(ny+1) nodes, one dof per node."""
+    ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
+    return np.stack([ix[:-1, :-1].ravel(), ix[:-1, 1:].ravel(), ix[1:, 1:].ravel(),
+                     ix[1:, :-1].ravel()], axis=1)
+
+
+def poisson_family(nx: int, ny: int | None = None):
+    """2-D heat-conduction family K(θ) = Σₑ θₑ Kₑ on an nx×ny grid of Q4 cells (one θ per cell),
+    temperature fixed on the left edge. Returns (fam, b) with b a uniform heat load on the free
+    dofs. n = nx·(ny+1) unknowns, about 9n stored entries.
+
+    >>> fam, b = poisson_family(4)
+    >>> fam.shape, fam.n_params, b.shape
+    ((20, 20), 16, (20,))
+    """
+    from ._affine import AffineSparse
+
+    ny = nx if ny is None else ny
+    ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
+    fam = AffineSparse.from_elements(q4_laplace_stiffness(), grid_dofs(nx, ny),
+                                     (nx + 1) * (ny + 1), fixed=ix[:, 0])
+    return fam, np.full(fam.shape[0], 1.0 / (nx * ny))
