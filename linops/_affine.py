@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -54,13 +55,12 @@ class AffineSparse:
         ops = [_as_sparse(K, f"terms[{i}]") for i, K in enumerate(terms)]
         if not ops:
             raise ValueError("from_terms needs at least one term")
-        off = _as_sparse(offset, "offset") if offset is not None else None
         shape = ops[0].shape
-        for i, K in enumerate(ops + ([off] if off is not None else [])):
+        for i, K in enumerate(ops):
             if K.shape != shape:
                 raise ShapeError(f"all terms must share one shape: terms[0].shape={shape} but "
-                                 f"{'offset' if i == len(ops) else f'terms[{i}]'}.shape={K.shape}")
-        pats = [K.pattern for K in ops] + ([off.pattern] if off is not None else [])
+                                 f"terms[{i}].shape={K.shape}")
+        pats = [K.pattern for K in ops]
         pattern = pats[0].union(*pats[1:]) if len(pats) > 1 else pats[0]
         slots, params, coefs = [], [], []
         for i, K in enumerate(ops):
@@ -72,20 +72,35 @@ class AffineSparse:
         M = sp.csr_array((np.concatenate(coefs).astype(dtype),
                           (np.concatenate(slots), np.concatenate(params))),
                          shape=(pattern.nnz, len(ops)))
-        off_vals = None
-        if off is not None:
-            off_vals = np.zeros(pattern.nnz, dtype=np.result_type(dtype, off.dtype))
-            s, _ = pattern.locate(off.pattern.rows, off.pattern.indices)
-            off_vals[s] = np.asarray(off.values)
-        return cls(pattern, Sparse.from_scipy(M), off_vals)
+        return cls._with_offset(pattern, M, offset)
 
     @classmethod
-    def from_elements(cls, Ke, dofs, n: int, fixed=None) -> "AffineSparse":
-        """Finite-element family K(θ) = Σₑ θₑ Pₑᵀ Keₑ Pₑ with Dirichlet dofs eliminated.
+    def _with_offset(cls, pattern: Pattern, M, offset, free=None, n_full=None) -> "AffineSparse":
+        """Family on pattern ∪ pattern(offset): M's rows move to their slots in the union."""
+        import scipy.sparse as sp
+
+        if offset is None:
+            return cls(pattern, Sparse.from_scipy(M), None, free, n_full)
+        off = _as_sparse(offset, "offset")
+        if off.shape != pattern.shape:
+            raise ShapeError(f"offset.shape={off.shape} but the family's shape={pattern.shape}")
+        union = pattern.union(off.pattern)
+        slot, _ = union.locate(pattern.rows, pattern.indices)
+        C = sp.coo_array(M)
+        Mu = sp.csr_array((C.data, (slot[C.row], C.col)), shape=(union.nnz, M.shape[1]))
+        off_vals = np.zeros(union.nnz, dtype=np.result_type(M.dtype, off.dtype))
+        s_off, _ = union.locate(off.pattern.rows, off.pattern.indices)
+        off_vals[s_off] = np.asarray(off.values)
+        return cls(union, Sparse.from_scipy(Mu), off_vals, free, n_full)
+
+    @classmethod
+    def from_elements(cls, Ke, dofs, n: int, fixed=None, offset=None) -> "AffineSparse":
+        """Finite-element family K(θ) = K₀ + Σₑ θₑ Pₑᵀ Keₑ Pₑ with Dirichlet dofs eliminated.
 
         Ke: (k, k) shared or (ne, k, k) per element; dofs: (ne, k) global dof numbers in [0, n);
         fixed: dofs to eliminate. The family acts on the free dofs in their original order
         (``fam.free`` lists them; ``fam.expand(u)`` scatters a free vector back to length n).
+        ``offset``: an optional constant K₀ on the free dofs (e.g. z·I for a resolvent).
         The scatter indices are computed once, here.
         """
         import scipy.sparse as sp
@@ -119,7 +134,7 @@ class AffineSparse:
                                                  (free.size, free.size))
         coef = np.broadcast_to(Ke, (ne, k, k))[keep]
         M = sp.csr_array((coef, (pos, e[keep])), shape=(pattern.nnz, ne))
-        return cls(pattern, Sparse.from_scipy(M), None, free, int(n))
+        return cls._with_offset(pattern, M, offset, free, int(n))
 
     # ----- use ----------------------------------------------------------------------------------
     def __call__(self, theta) -> Sparse:
@@ -139,8 +154,13 @@ class AffineSparse:
         if G.shape != self.shape:
             raise ShapeError(f"pullback: G.shape={G.shape} but the family's shape={self.shape}")
         g = sample_pattern(G, self.pattern)
-        out = self.M.adjoint() @ g
+        out = self._MH @ g
         return namespace(out).real(out) if real else out
+
+    @cached_property
+    def _MH(self) -> Sparse:
+        """Mᴴ (p × nnz), transposed once and kept: every pullback is then one SpMV."""
+        return self.M.adjoint()
 
     def expand(self, u_free, fill=0.0):
         """Scatter a vector on the free dofs back to all n dofs (fixed ones get ``fill``)."""

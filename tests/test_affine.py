@@ -85,3 +85,24 @@ def test_bad_family_inputs_are_named():
     fam = lo.AffineSparse.from_terms([sp.eye(3)])
     with pytest.raises(lo.ShapeError, match=r"theta must have shape \(1,\)"):
         fam(np.ones(2))
+
+
+def test_from_elements_with_offset_builds_a_resolvent_family():
+    # tight-binding chain: bonds are 2-node "elements", A(θ) = z·I − H(θ)
+    n = 6
+    bonds = np.stack([np.arange(n - 1), np.arange(1, n)], axis=1)
+    z = 0.3 + 0.05j
+    fam = lo.AffineSparse.from_elements(-np.array([[0.0, 1.0], [1.0, 0.0]]), bonds, n,
+                                        offset=z * sp.eye(n, format="csr"))
+    t = rng.random(n - 1)
+    H = np.zeros((n, n))
+    H[bonds[:, 0], bonds[:, 1]] = t
+    H = H + H.T
+    np.testing.assert_allclose(lo.to_dense(fam(t)), z * np.eye(n) - H, atol=1e-14)
+    G = lo.RankOne(rng.standard_normal(n) + 1j, rng.standard_normal(n) + 0j)
+    Ks = []
+    for b in bonds:
+        E = np.zeros((n, n))
+        E[b[0], b[1]] = E[b[1], b[0]] = -1.0
+        Ks.append(sp.csr_matrix(E))
+    np.testing.assert_allclose(fam.pullback(G), dense_contraction(G, Ks).real, atol=1e-13)
