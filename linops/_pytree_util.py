@@ -5,21 +5,23 @@ from __future__ import annotations
 from ._base import LinearOperator, is_array
 
 
-def array_leaves(A: LinearOperator) -> list:
+def array_leaves(A: LinearOperator, *, patterns: bool = True) -> list:
+    """Every array an operator holds; ``patterns=False`` leaves out the (immutable) index arrays
+    of its patterns, i.e. returns only the arrays a user could edit in place."""
     out: list = []
-    _walk(A, out)
+    _walk(A, out, patterns)
     return out
 
 
-def _walk(x, out: list) -> None:
+def _walk(x, out: list, patterns: bool) -> None:
     if isinstance(x, LinearOperator):
         for name in type(x)._leaves:
-            _walk(getattr(x, name), out)
+            _walk(getattr(x, name), out, patterns)
         pat = getattr(x, "pattern", None)
-        if pat is not None and hasattr(pat, "indptr"):
+        if patterns and pat is not None and hasattr(pat, "indptr"):
             out.extend([pat.indptr, pat.indices])
     elif isinstance(x, (tuple, list)):
         for y in x:
-            _walk(y, out)
+            _walk(y, out, patterns)
     elif is_array(x):
         out.append(x)

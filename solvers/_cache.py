@@ -49,9 +49,9 @@ class Solution:
 
 
 def _fingerprint(A: lo.LinearOperator):
-    """crc32 over the host arrays A holds (jax arrays are immutable: skipped)."""
+    """crc32 over the host arrays A holds (jax arrays and patterns are immutable: skipped)."""
     out = []
-    for a in array_leaves(A):
+    for a in array_leaves(A, patterns=False):
         if is_jax(a):
             continue
         if isinstance(a, np.ndarray):
@@ -191,7 +191,7 @@ def _same_structure(A, B) -> bool:
 
 
 def _check_finite_op(A: lo.LinearOperator) -> None:
-    for a in array_leaves(A):
+    for a in array_leaves(A, patterns=False):
         if is_jax(a) or not np.issubdtype(np.dtype(a.dtype), np.inexact):
             continue
         if isinstance(A, lo.Sparse) and a is A.values:
