@@ -142,9 +142,10 @@ class AffineSparse:
         if getattr(theta, "ndim", None) != 1 or theta.shape[0] != self.n_params:
             raise ShapeError(f"theta must have shape ({self.n_params},), got "
                              f"shape={tuple(getattr(theta, 'shape', ()))}")
-        values = self.M @ theta
+        xp = namespace(theta)
+        values = self._on(xp, "M") @ theta
         if self.offset is not None:
-            values = values + namespace(values).asarray(self.offset)
+            values = values + self._on(xp, "offset")
         return Sparse(values, self.pattern)
 
     def pullback(self, G, *, real: bool = True):
@@ -154,13 +155,25 @@ class AffineSparse:
         if G.shape != self.shape:
             raise ShapeError(f"pullback: G.shape={G.shape} but the family's shape={self.shape}")
         g = sample_pattern(G, self.pattern)
-        out = self._MH @ g
+        out = self._on(namespace(g), "MH") @ g
         return namespace(out).real(out) if real else out
 
     @cached_property
     def _MH(self) -> Sparse:
         """Mᴴ (p × nnz), transposed once and kept: every pullback is then one SpMV."""
         return self.M.adjoint()
+
+    def _on(self, xp, name: str):
+        """M, Mᴴ or the offset in namespace xp: numpy/jax use the host arrays (jax embeds them
+        as constants); for cupy a device copy is made once per family and kept."""
+        host = {"M": self.M, "MH": self._MH, "offset": self.offset}[name]
+        if not getattr(xp, "__name__", "").startswith("cupy"):
+            return host if name != "offset" else xp.asarray(host)
+        cache = self.__dict__.setdefault("_device", {})
+        if name not in cache:
+            cache[name] = (xp.asarray(host) if name == "offset"
+                           else Sparse(xp.asarray(host.values), host.pattern))
+        return cache[name]
 
     def expand(self, u_free, fill=0.0):
         """Scatter a vector on the free dofs back to all n dofs (fixed ones get ``fill``)."""

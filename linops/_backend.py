@@ -72,34 +72,37 @@ def asarray_like(x: Any, xp):
     return xp.asarray(x)
 
 
-def spmm(values, indptr, indices, rows, shape, X):
-    """CSR(values, indptr, indices) @ X for X of shape (n,) or (n, k), in X's/values' backend.
+def spmm(values, pattern, X):
+    """CSR(values on pattern) @ X for X of shape (n,) or (n, k), in X's/values' backend.
 
-    numpy: scipy CSR (compiled SpMM). cupy: cupyx CSR (cuSPARSE SpMM).
-    jax: gather + ``segment_sum`` (differentiable, jit-able; O(nnz*k) work and memory).
+    numpy: scipy CSR (compiled SpMM). cupy: cupyx CSR (cuSPARSE SpMM; the pattern's index arrays
+    live on the device once per pattern). jax: gather + ``segment_sum`` (differentiable,
+    jit-able; O(nnz·k) work and memory).
     """
     xp = namespace(values, X)
     name = backend_name(xp)
+    shape = pattern.shape
     if name == "numpy":
         import scipy.sparse as sp
 
-        S = sp.csr_matrix((values, indices, indptr), shape=shape)
+        S = sp.csr_matrix((values, pattern.indices, pattern.indptr), shape=shape)
         return np.asarray(S @ X)
     if name == "cupy":
         import cupyx.scipy.sparse as csp
 
-        S = csp.csr_matrix((xp.asarray(values), xp.asarray(indices), xp.asarray(indptr)),
-                           shape=shape)
+        S = csp.csr_matrix((xp.asarray(values), pattern.on(xp, "indices"),
+                            pattern.on(xp, "indptr")), shape=shape)
         return S @ X
     import jax
 
     values = xp.asarray(values)
     X = xp.asarray(X)
+    indices = pattern.indices
     if X.ndim == 1:
         contrib = values * X[indices]
     else:
         contrib = values[:, None] * X[indices]
-    return jax.ops.segment_sum(contrib, rows, num_segments=shape[0], indices_are_sorted=True)
+    return jax.ops.segment_sum(contrib, pattern.rows, num_segments=shape[0], indices_are_sorted=True)
 
 
 def result_dtype(*dtypes) -> np.dtype:

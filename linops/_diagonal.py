@@ -108,9 +108,12 @@ def _(A: Zero):
 
 @_sample.register
 def _(A: Diagonal, rows, cols):
-    xp = namespace(A.d, rows)
-    vals = A.d[rows]
-    return xp.where(xp.asarray(rows == cols), vals, xp.zeros((), dtype=A.dtype))
+    xp = namespace(A.d)
+    from ._sparse import _ix
+
+    vals = A.d[_ix(rows, xp)] if namespace(rows) is np else A.d[rows]
+    same = rows == cols
+    return xp.where(_ix(same, xp) if namespace(same) is np else same, vals, xp.zeros((), dtype=A.dtype))
 
 
 @_sample.register

@@ -6,12 +6,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import namespace
+from ._backend import namespace, to_numpy
 from ._base import LinearOperator, _set, operator
 from ._errors import ShapeError
 from ._pattern import Pattern
 from ._queries import _inner, _sample, _to_dense, conjugate
 from ._sddmm import sddmm
+from ._sparse import _ix
 
 
 @operator
@@ -46,7 +47,8 @@ class MaskedOuter(LinearOperator):
         from ._sparse import Sparse
 
         p = self.pattern
-        return Sparse(sddmm(self.U, self.V, p.rows, p.indices), p)
+        xp = namespace(self.U, self.V)
+        return Sparse(sddmm(self.U, self.V, p.on(xp, "rows"), p.on(xp, "indices")), p)
 
     def matmat(self, X):
         return self.to_sparse().matmat(X)
@@ -70,9 +72,9 @@ def _(A: MaskedOuter):
 @_sample.register
 def _(A: MaskedOuter, rows, cols):
     xp = namespace(A.U, A.V)
-    _, found = A.pattern.locate(np.asarray(rows), np.asarray(cols))
+    _, found = A.pattern.locate(to_numpy(rows), to_numpy(cols))
     vals = sddmm(A.U, A.V, rows, cols)
-    return xp.where(xp.asarray(found), vals, xp.zeros((), dtype=vals.dtype))
+    return xp.where(_ix(found, xp), vals, xp.zeros((), dtype=vals.dtype))
 
 
 @_inner.register

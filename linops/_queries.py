@@ -126,7 +126,7 @@ def _sample(A: LinearOperator, rows, cols):
         E[cs, np.arange(len(cs))] = 1
         Y = A.matmat(xp.asarray(E))
         sel = order[bounds[s]:bounds[min(s + chunk, len(ucols))]]
-        vals = Y[rows_h[sel], inv[sel] - s]
+        vals = Y[_ix(rows_h[sel], xp), _ix(inv[sel] - s, xp)]
         if out is not None:
             out[sel] = np.asarray(vals)
         else:
@@ -138,6 +138,12 @@ def _sample(A: LinearOperator, rows, cols):
         return xp.zeros((0,), dtype=A.dtype)
     perm = np.argsort(np.concatenate(parts_idx))
     return xp.concatenate(parts_val)[perm]
+
+
+def _ix(ix, xp):
+    from ._sparse import _ix as move
+
+    return move(ix, xp)
 
 
 def diagonal(A):
@@ -186,6 +192,11 @@ def sample_pattern(G: LinearOperator, pattern):
 
     if isinstance(G, Sparse) and G.pattern == pattern:
         return G.values
+    from ._lowrank import LOW_RANK
+
+    if isinstance(G, LOW_RANK):  # device-resident pattern indices for the GPU SDDMM
+        xp = _xp_of(G)
+        return _sample(G, pattern.on(xp, "rows"), pattern.on(xp, "indices"))
     return _sample(G, pattern.rows, pattern.indices)
 
 

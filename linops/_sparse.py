@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_name, namespace, spmm
+from ._backend import backend_name, namespace, spmm, to_numpy
 from ._base import LinearOperator, _set, operator
 from ._errors import ShapeError, UnsupportedOperandError
 from ._pattern import Pattern
@@ -59,23 +59,20 @@ class Sparse(LinearOperator):
         """scipy ``csr_array`` (host copy for cupy/jax values)."""
         import scipy.sparse as sp
 
-        from ._backend import to_numpy
-
         return sp.csr_array((to_numpy(self.values), self.pattern.indices.copy(),
                              self.pattern.indptr.copy()), shape=self.shape)
 
     def matmat(self, X):
-        p = self.pattern
-        return spmm(self.values, p.indptr, p.indices, p.rows, p.shape, X)
+        return spmm(self.values, self.pattern, X)
 
     def adjoint(self) -> "Sparse":
-        pt, perm = self.pattern.transpose()
+        pt, _ = self.pattern.transpose()
         xp = namespace(self.values)
-        return Sparse(xp.conj(self.values)[_ix(perm, xp)], pt)
+        return Sparse(xp.conj(self.values)[self.pattern.on(xp, "perm_T")], pt)
 
 
 def _ix(ix: np.ndarray, xp):
-    """Index arrays move to the device for cupy; numpy and jax index with numpy directly."""
+    """Ad-hoc index arrays (not the pattern's own) move to the device for cupy (one copy)."""
     return xp.asarray(ix) if backend_name(xp) == "cupy" else ix
 
 
@@ -91,14 +88,14 @@ def _(A: Sparse):
     out = xp.zeros(A.shape, dtype=A.dtype)
     if backend_name(xp) == "jax":
         return out.at[p.rows, p.indices].set(A.values)
-    out[_ix(p.rows, xp), _ix(p.indices, xp)] = A.values
+    out[p.on(xp, "rows"), p.on(xp, "indices")] = A.values
     return out
 
 
 @_sample.register
 def _(A: Sparse, rows, cols):
     xp = namespace(A.values)
-    slot, found = A.pattern.locate(np.asarray(rows), np.asarray(cols))
+    slot, found = A.pattern.locate(to_numpy(rows), to_numpy(cols))
     vals = A.values[_ix(slot, xp)] if A.pattern.nnz else xp.zeros(slot.shape, dtype=A.dtype)
     return xp.where(_ix(found, xp), vals, xp.zeros((), dtype=A.dtype))
 

@@ -44,11 +44,11 @@ def host_csr(A: lo.Sparse):
 
 
 def device_csr(A: lo.Sparse):
-    import cupyx.scipy.sparse as csp
     import cupy
+    import cupyx.scipy.sparse as csp
 
     p = A.pattern
-    return csp.csr_matrix((A.values, cupy.asarray(p.indices), cupy.asarray(p.indptr)), shape=A.shape)
+    return csp.csr_matrix((A.values, p.on(cupy, "indices"), p.on(cupy, "indptr")), shape=A.shape)
 
 
 def as_dense_array(A: lo.LinearOperator):

@@ -56,10 +56,11 @@ def _fingerprint(A: lo.LinearOperator):
             continue
         if isinstance(a, np.ndarray):
             out.append((id(a), zlib.crc32(np.ascontiguousarray(a).view(np.uint8))))
-        else:  # cupy: a device-side checksum, one reduction
+        else:  # cupy: a position-weighted checksum of the 32-bit words, two device reductions
             xp = xp_of(A)
-            w = a.view(xp.uint8).astype(xp.uint64)
-            out.append((id(a), int((w * (xp.arange(w.size, dtype=xp.uint64) % 251 + 1)).sum())))
+            w = a.reshape(-1).view(xp.uint32).astype(xp.uint64)
+            pos = xp.arange(w.size, dtype=xp.uint64) % xp.uint64(65521) + xp.uint64(1)
+            out.append((id(a), int(w.sum()), int((w * pos).sum())))
     return tuple(out)
 
 

@@ -150,9 +150,10 @@ class _CupySuperLU:
         try:
             self.lu = cspl.splu(device_csr(A).tocsc())
         except RuntimeError as e:
-            raise SingularMatrixError(f"cupyx splu: {e}") from None
+            raise SingularMatrixError(f"cupyx splu: {e}; the matrix has a zero pivot") from None
         self.pivot_rtol = pivot_rtol
         self.iterations = 0
+        _growth_check(self, A, pivot_rtol, "cupyx splu")
 
     def solve(self, B, trans: str):
         return self.lu.solve(B, trans=trans)
@@ -169,7 +170,8 @@ def _growth_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> None:
     if rtol <= 0 or A.shape[0] == 0:
         return
     r = np.random.default_rng(12345).standard_normal((A.shape[0], 1))
-    x = to_numpy(factor.solve(r, "N"))
+    xp = xp_of(A)
+    x = to_numpy(factor.solve(r if backend_name(xp) != "cupy" else xp.asarray(r), "N"))
     anorm = np.abs(to_numpy(A.values))
     anorm = np.bincount(A.pattern.rows, anorm, minlength=A.shape[0]).max()
     xmax = np.abs(x).max()
@@ -209,6 +211,9 @@ class Cholesky:
 
 
 class _DenseCholesky:
+    """A = L Lᴴ through ``xp.linalg.cholesky`` and triangular solves (scipy / cupyx / jax.scipy
+    ``solve_triangular``), so the same code serves numpy, cupy and jax."""
+
     kind = "dense Cholesky"
 
     def __init__(self, A, pivot_rtol):
@@ -216,22 +221,29 @@ class _DenseCholesky:
         self.la = dense_linalg(xp)
         a = as_dense_array(A)
         try:
-            c = self.la.cho_factor(a, lower=True)
+            L = xp.linalg.cholesky(a)
         except np.linalg.LinAlgError as e:
             raise SingularMatrixError(f"Cholesky: {e}: the matrix is singular or indefinite; use "
                                       f"LU for indefinite matrices") from None
-        if not bool(xp.all(xp.isfinite(xp.diagonal(c[0])))):
+        except Exception as e:  # cupy raises its own LinAlgError
+            if "LinAlgError" not in type(e).__name__:
+                raise
+            raise SingularMatrixError(f"Cholesky: {e}: the matrix is singular or indefinite") from None
+        d = xp.diagonal(L)
+        if not bool(xp.all(xp.isfinite(d))):
             raise SingularMatrixError("Cholesky: the matrix is not positive definite (NaN pivot); "
                                       "use LU for indefinite matrices")
-        _pivot_check(xp.diagonal(c[0]) ** 2, A.shape[0], pivot_rtol, "Cholesky")
-        self.c = c
+        _pivot_check(xp.abs(d) ** 2, A.shape[0], pivot_rtol, "Cholesky")
+        self.L = L
         self.pivot_rtol = pivot_rtol
         self.iterations = 0
 
     def solve(self, B, trans: str):
+        xp, st = self.xp, self.la.solve_triangular
         if trans == "T":
-            return self.xp.conj(self.la.cho_solve(self.c, self.xp.conj(B)))
-        return self.la.cho_solve(self.c, B)
+            return xp.conj(self.solve(xp.conj(B), "N"))
+        Y = st(self.L, B, lower=True)
+        return st(self.L, Y, lower=True, trans=2)
 
     def refactor(self, A):
         return _DenseCholesky(A, self.pivot_rtol)
