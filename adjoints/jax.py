@@ -8,6 +8,10 @@ SAME factors (JAX's convention for complex numbers is the plain transpose). ``st
 the counters that prove it, also under ``jax.jit``. If the registry (``capacity`` caches) evicted a
 handle before its backward pass ran, the backward refactorizes and counts it in ``misses``.
 
+On a GPU (arrays on a CUDA device) the sparse solve stays on the device: jax's cuSOLVER
+``spsolve`` forward and backward, no host callback (cuSOLVER keeps no factors, so that path
+factorizes twice per gradient; see ``_sparse_solve_gpu``).
+
 Values cotangent: −λ[rows]·u[cols] on the pattern (O(nnz), never n×n). Dense A: jax's own LU
 (``jax.scipy.linalg.lu_factor``), factorized once in the forward pass and reused transposed in
 the backward pass; its cotangent is the dense −λuᵀ (documented: a dense A has a dense gradient).
@@ -113,8 +117,55 @@ def solve(A, b, alg=None):
     if b.ndim not in (1, 2) or b.shape[0] != A.shape[0] or A.shape[0] != A.shape[1]:
         raise ShapeError(f"solve needs a square A and b of shape (n,) or (n, k): A.shape={A.shape}, "
                          f"b.shape={tuple(b.shape)}")
-    return _sparse_solve(A.pattern, alg if alg is not None else sv.Auto(), b.ndim)(
-        jnp.asarray(A.values), b)
+    values = jnp.asarray(A.values)
+    if _platform(values, b) == "gpu":
+        return _sparse_solve_gpu(A.pattern)(values, b)
+    return _sparse_solve(A.pattern, alg if alg is not None else sv.Auto(), b.ndim)(values, b)
+
+
+def _platform(*arrays) -> str:
+    """Where the computation runs: the device of the first concrete array; for tracers (inside
+    jax.jit) jax's default backend, which is where a jitted computation on them runs."""
+    for x in arrays:
+        try:
+            return next(iter(x.devices())).platform
+        except Exception:  # a tracer has no device
+            continue
+    return jax.default_backend()
+
+
+def _sparse_solve_gpu(pattern: lo.Pattern):
+    """GPU path without a host round trip: jax's cuSOLVER ``spsolve`` forward and, with the
+    transposed pattern, backward. cuSOLVER's sparse QR keeps no factors, so this path factorizes
+    twice per gradient (and once per right-hand-side column); the dense GPU path (jax LU) and the
+    CPU path factorize once. Not batchable with vmap (spsolve has no batching rule)."""
+    from jax.experimental.sparse.linalg import spsolve
+
+    pt, perm = pattern.transpose()
+    rows, cols = pattern.rows, pattern.indices
+    ind, ptr = jnp.asarray(pattern.indices, jnp.int32), jnp.asarray(pattern.indptr, jnp.int32)
+    indT, ptrT = jnp.asarray(pt.indices, jnp.int32), jnp.asarray(pt.indptr, jnp.int32)
+
+    def cols_solve(values, ind_, ptr_, B):
+        if B.ndim == 1:
+            return spsolve(values, ind_, ptr_, B)
+        return jnp.stack([spsolve(values, ind_, ptr_, B[:, j]) for j in range(B.shape[1])], axis=1)
+
+    @jax.custom_vjp
+    def f(values, b):
+        return cols_solve(values, ind, ptr, b)
+
+    def fwd(values, b):
+        u = cols_solve(values, ind, ptr, b)
+        return u, (values, u)
+
+    def bwd(res, ubar):
+        values, u = res
+        lam = cols_solve(values[perm], indT, ptrT, ubar)           # Aᵀλ = ū (JAX convention)
+        return -sddmm(lam, u, rows, cols, conj_v=False).astype(values.dtype), lam.astype(ubar.dtype)
+
+    f.defvjp(fwd, bwd)
+    return f
 
 
 def _is_jax_sparse(A) -> bool:
