@@ -218,7 +218,7 @@ def _sparse_solve(pattern: lo.Pattern, alg, b_ndim: int):
             cache = _REGISTRY.get(int(key), Vb[idx[0]], pattern, alg)
             C = np.moveaxis(Ub[idx], 0, -1).reshape(n, -1)
             X = np.asarray(cache.solve_transpose(C))
-            out[idx] = np.moveaxis(X.reshape((n,) + Ub.shape[1:][1:] + (idx.size,)), -1, 0)
+            out[idx] = np.moveaxis(X.reshape((n,) + Ub.shape[2:] + (idx.size,)), -1, 0)
             _REGISTRY.stats.transpose_solves += 1
         return out.reshape(ubar.shape)
 

@@ -173,9 +173,8 @@ class _IterativeFactor:
             kw["atol"] = spec.atol
         if name == "numpy":
             kw["rtol"] = spec.rtol * factor
-        else:
+        else:  # cupyx keeps scipy's older keyword
             kw["tol"] = spec.rtol * factor
-            kw.pop("callback_type", None) if spec.method != "gmres" else None
         x, info = fn(Aop, b, **kw)
         if info < 0:
             raise ConvergenceError(f"{type(spec).__name__}: illegal input or breakdown "

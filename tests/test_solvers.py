@@ -30,7 +30,6 @@ def example(name):
 
 
 def rel_res(A, u, b):
-    A = A if not isinstance(A, lo.LinearOperator) else A
     return np.linalg.norm(A @ u - b) / np.linalg.norm(b)
 
 
