@@ -12,7 +12,7 @@ from functools import singledispatch
 
 import numpy as np
 
-from ._backend import namespace
+from ._backend import namespace, to_numpy
 from ._base import LinearOperator
 from ._errors import DensificationError, ShapeError, UnsupportedOperandError
 
@@ -112,7 +112,7 @@ def _check_index_range(ix, bound, name, shape):
 def _sample(A: LinearOperator, rows, cols):
     """Generic rule: apply A to the unit vectors of the distinct columns, in bounded chunks."""
     xp = _xp_of(A)
-    rows_h, cols_h = np.asarray(rows), np.asarray(cols)
+    rows_h, cols_h = to_numpy(rows), to_numpy(cols)
     out = np.zeros(rows_h.shape[0], dtype=np.dtype(A.dtype)) if xp is np else None
     parts_idx, parts_val = [], []
     ucols, inv = np.unique(cols_h, return_inverse=True)
