@@ -138,7 +138,7 @@ class LinearCache:
         self.stats.iterations += getattr(self.factor, "iterations", 0) - it0
         self.stats.solve_seconds += time.perf_counter() - t
         xp = xp_of(self.A)
-        if not bool(xp.all(xp.isfinite(X))) and not is_jax(X):
+        if not bool(xp.all(xp.isfinite(X))):
             raise SolveError(f"the solve produced NaN/Inf; {Status.NONFINITE.message}",
                              Status.NONFINITE)
         attr = {"N": "solves", "H": "adjoint_solves", "T": "transpose_solves"}[trans]
