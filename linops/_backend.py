@@ -15,7 +15,7 @@ import numpy as np
 
 from ._errors import BackendNotSupported
 
-__all__ = ["namespace", "backend_name", "is_jax", "is_cupy", "to_numpy", "asarray_like"]
+__all__ = ["namespace", "backend_name", "is_jax", "is_cupy", "to_numpy", "spmm"]
 
 
 def is_jax(x: Any) -> bool:
@@ -63,15 +63,6 @@ def to_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-def asarray_like(x: Any, xp):
-    """Move ``x`` (numpy constant or array) into namespace ``xp``; a no-op when already there."""
-    if xp is np:
-        if is_cupy(x):
-            raise BackendNotSupported("refusing an implicit GPU->host copy; call .get() explicitly")
-        return np.asarray(x)
-    return xp.asarray(x)
-
-
 def spmm(values, pattern, X):
     """CSR(values on pattern) @ X for X of shape (n,) or (n, k), in X's/values' backend.
 
@@ -103,7 +94,3 @@ def spmm(values, pattern, X):
     else:
         contrib = values[:, None] * X[indices]
     return jax.ops.segment_sum(contrib, pattern.rows, num_segments=shape[0], indices_are_sorted=True)
-
-
-def result_dtype(*dtypes) -> np.dtype:
-    return np.result_type(*[np.dtype(d) for d in dtypes])

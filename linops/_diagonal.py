@@ -9,7 +9,7 @@ import numpy as np
 from ._backend import namespace
 from ._base import LinearOperator, _set, check_shape, operator
 from ._errors import ShapeError
-from ._queries import _sample, _to_dense, conjugate, payload_nbytes
+from ._queries import _sample, _to_dense, conjugate
 
 
 @operator

@@ -21,7 +21,3 @@ class BackendNotSupported(NotImplementedError):
 
 class UnsupportedOperandError(TypeError):
     """An input type linops cannot wrap; the message lists the accepted types."""
-
-
-class DensificationWarning(UserWarning):
-    """A dense array of size O(m*n) was built on the user's request."""

@@ -128,7 +128,6 @@ def check_against_dense(A, dense=None, *, seed: int = 0, rtol: float | None = No
 
 # ----- the zoo -------------------------------------------------------------------------------
 def _zoo_builders() -> dict[str, Callable]:
-    from . import _composite as comp
     from ._dense import Dense
     from ._diagonal import Diagonal, Identity, Zero
     from ._lowrank import LowRank, RankOne

@@ -13,7 +13,6 @@ import linops as lo
 from linops._backend import backend_name, namespace, to_numpy
 from linops._pytree_util import array_leaves
 
-from ._errors import BackendNotSupported
 
 
 def xp_of(A: lo.LinearOperator):
@@ -55,15 +54,6 @@ def as_dense_array(A: lo.LinearOperator):
     if isinstance(A, lo.Dense):
         return A.a
     return lo.to_dense(A)
-
-
-def is_sparse(A) -> bool:
-    return isinstance(A, lo.Sparse)
-
-
-def require(cond: bool, what: str, alternative: str) -> None:
-    if not cond:
-        raise BackendNotSupported(f"{what} is not available; {alternative}")
 
 
 def finite_or_raise(x, name: str) -> None:

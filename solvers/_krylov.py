@@ -18,7 +18,7 @@ import linops as lo
 from linops._backend import backend_name, to_numpy
 
 from ._backend import host_csr, split_complex, xp_of
-from ._errors import BackendNotSupported, ConvergenceError, SolveError, Status
+from ._errors import BackendNotSupported, ConvergenceError, Status
 
 SLACK = 1.0
 RESTARTS = 4
@@ -82,7 +82,7 @@ class _IterativeFactor:
     """The 'factorization' of an iterative method: its preconditioner(s), built once."""
 
     def __init__(self, spec, A: lo.LinearOperator, prob, standalone_amg: bool = False):
-        self.spec, self.A = spec, A
+        self.spec, self.A, self.prob = spec, A, prob
         self.hermitian = bool(prob.hermitian) if prob is not None else False
         self.xp = xp_of(A)
         self.iterations = 0
@@ -101,7 +101,7 @@ class _IterativeFactor:
         self.kind = type(spec).__name__ + (f" + {self.M.summary}" if self.M is not None else "")
 
     def refactor(self, A):
-        return _IterativeFactor(self.spec, A, _Hints(self.hermitian), self.standalone_amg)
+        return _IterativeFactor(self.spec, A, self.prob, self.standalone_amg)
 
     def solve(self, B, trans: str):
         xp = self.xp
@@ -181,11 +181,6 @@ class _IterativeFactor:
                                    f"(info={info}); {Status.BREAKDOWN.message}", history, x,
                                    Status.BREAKDOWN)
         return x, info == 0
-
-
-class _Hints:
-    def __init__(self, hermitian):
-        self.hermitian = hermitian
 
 
 def _scipy_like(op, name):

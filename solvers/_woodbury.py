@@ -41,13 +41,7 @@ class Woodbury:
         from ._auto import Auto
 
         base = self.base if self.base is not None else Auto()
-        hint = _Hint(B)
-        return _WoodburyFactor(base.setup(B, hint), B, U, V)
-
-
-class _Hint:
-    def __init__(self, B):
-        self.A, self.hermitian, self.posdef = B, None, None
+        return _WoodburyFactor(base.setup(B, None), B, U, V)  # no hints hold for B alone
 
 
 class _WoodburyFactor:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -100,10 +99,6 @@ def trees(draw, depth=4, dtype=np.complex128):
         c = draw(st.sampled_from([2.0, -0.5, 1.5 - 2.0j, 1j]))
         return c * a
     return {"H": a.H, "T": a.T, "conj": a.conj(), "neg": -a}[kind]
-
-
-def dense_eval(A):
-    return lo.to_dense(A)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
