@@ -38,4 +38,8 @@ from ._sparse import Sparse as Sparse
 
 from . import testing as testing  # noqa: E402  (imports the operators above)
 
+from ._base import install_jax_hook as _install_jax_hook  # noqa: E402
+
+_install_jax_hook()  # operators are jax pytrees whichever of linops and jax is imported first
+
 __version__ = "0.1.0"

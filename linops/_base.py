@@ -56,6 +56,40 @@ def ensure_jax_pytrees() -> None:
         _REGISTERED.add(cls)
 
 
+class _JaxImportHook:
+    """A one-shot ``sys.meta_path`` finder: when jax is imported after linops, the operator
+    classes become pytrees as soon as jax's own import finishes, so ``jax.jit`` over an
+    ``lo.Sparse`` works in either import order without importing jax eagerly."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "jax":
+            return None
+        import importlib.util
+
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            ensure_jax_pytrees()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def install_jax_hook() -> None:
+    """Register the pytrees now if jax is loaded, else right after jax's import (once)."""
+    if "jax" in sys.modules:
+        ensure_jax_pytrees()
+    elif not any(isinstance(f, _JaxImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _JaxImportHook())
+
+
 def _set(obj, **kw) -> None:
     """Set derived fields of a frozen dataclass inside ``__post_init__``."""
     for k, v in kw.items():

@@ -123,7 +123,7 @@ class _SuperLU:
         self.iterations = 0
 
     def solve(self, B, trans: str):
-        X = split_complex(lambda R: self._solve(R, trans), to_numpy(B), self.dtype)
+        X = split_complex(lambda R: self._solve(R, trans), _host_in(B, self.dtype), self.dtype)
         return X if self.out_xp is np else self.out_xp.asarray(X)
 
     def _solve(self, Bh, trans):
@@ -160,6 +160,16 @@ class _CupySuperLU:
 
     def refactor(self, A):
         return _CupySuperLU(A, self.pivot_rtol)
+
+
+def _host_in(B, dtype):
+    """Host copy of B in the factor's precision (complex B stays complex: split_complex)."""
+    Bh = to_numpy(B)
+    kind = "c" if np.dtype(Bh.dtype).kind == "c" else np.dtype(dtype).kind
+    target = np.result_type(np.dtype(dtype), np.complex64) if kind == "c" else np.dtype(dtype)
+    if np.dtype(dtype).kind == "c" or kind != "c":
+        target = np.dtype(dtype) if np.dtype(dtype).kind == kind else target
+    return Bh.astype(target, copy=False)
 
 
 def _growth_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> None:
@@ -283,7 +293,7 @@ class _Cholmod:
         self.iterations = 0
 
     def solve(self, B, trans: str):
-        Bh = to_numpy(B)
+        Bh = _host_in(B, self.dtype)
         if trans == "T":
             Bh = np.conj(Bh)
         X = split_complex(self.factor, Bh, self.dtype)
