@@ -33,6 +33,10 @@ def aslinop(x: Any) -> LinearOperator:
     if sp.issparse(x):
         return Sparse.from_scipy(x)
     mod = type(x).__module__
+    if mod.startswith("petsc4py"):
+        from ._petsc import aslinop_petsc
+
+        return aslinop_petsc(x)
     if mod.startswith("cupyx.scipy.sparse"):
         return _from_cupyx(x)
     if mod.startswith("jax.experimental.sparse"):
