@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 import linops as lo
-from linops._backend import namespace
-from linops._base import is_array
-from linops._errors import ShapeError
-from solvers import LinearCache, Solution
+from linops.internals import ShapeError, is_array, namespace, seal
+from solvers import LinearCache, Solution, StaleSolutionError
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,29 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
     """
     if isinstance(sol_or_cache, Solution):
         cache, u = sol_or_cache.cache, sol_or_cache.u
+        if cache is None or u is None:
+            raise ValueError(f"this Solution has no solution to pull back (status "
+                             f"{sol_or_cache.status.name}: {sol_or_cache.status.message})")
+        cache.check_current(sol_or_cache.generation)
     elif isinstance(sol_or_cache, LinearCache):
         cache, u = sol_or_cache, sol_or_cache.u
+        if u is None:
+            raise StaleSolutionError(
+                "the cache holds no solution for its current A and b (none was computed yet, or "
+                "update() replaced A or b since): call cache.solve() before pulling back")
     else:
         raise TypeError(f"solve_pullback needs a solvers.Solution or LinearCache, got "
                         f"{type(sol_or_cache).__name__}")
-    if u is None:
-        raise ValueError("the cache has no solution yet: call cache.solve() before pulling back")
-    if tuple(ubar.shape) != tuple(u.shape):
-        raise ShapeError(f"ubar.shape={tuple(ubar.shape)} but u.shape={tuple(u.shape)}")
+    if isinstance(ubar, (list, tuple)):
+        ubar = np.asarray(ubar)
+    if not is_array(ubar) or tuple(ubar.shape) != tuple(u.shape):
+        raise ShapeError(f"ubar.shape={tuple(getattr(ubar, 'shape', ()))} but "
+                         f"u.shape={tuple(u.shape)}")
     lam = cache.solve_adjoint(ubar)
+    neg = seal(-lam)
     if u.ndim == 1:
-        return SolveCotangent(lo.RankOne(-lam, u), lam)
-    return SolveCotangent(lo.LowRank(-lam, u), lam)
+        return SolveCotangent(lo.RankOne(neg, u), lam)
+    return SolveCotangent(lo.LowRank(neg, u), lam)
 
 
 def matmul_pullback(L, R, Ybar):

@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._backend import namespace
+from ._backend import backend_of
+from ._base import seal
 from ._errors import ShapeError
 from ._pattern import Pattern
 from ._queries import _operator, sample_pattern
@@ -142,11 +143,11 @@ class AffineSparse:
         if getattr(theta, "ndim", None) != 1 or theta.shape[0] != self.n_params:
             raise ShapeError(f"theta must have shape ({self.n_params},), got "
                              f"shape={tuple(getattr(theta, 'shape', ()))}")
-        xp = namespace(theta)
-        values = self._on(xp, "M") @ theta
+        be = backend_of(theta)
+        values = self._on(be, "M") @ theta
         if self.offset is not None:
-            values = values + self._on(xp, "offset")
-        return Sparse(values, self.pattern)
+            values = values + self._on(be, "offset")
+        return Sparse(seal(values), self.pattern)
 
     def pullback(self, G, *, real: bool = True):
         """θ̄ᵢ = ⟨Kᵢ, G⟩_F for a cotangent G (lazy, sparse or dense operator). Real part when
@@ -155,39 +156,35 @@ class AffineSparse:
         if G.shape != self.shape:
             raise ShapeError(f"pullback: G.shape={G.shape} but the family's shape={self.shape}")
         g = sample_pattern(G, self.pattern)
-        out = self._on(namespace(g), "MH") @ g
-        return namespace(out).real(out) if real else out
+        be = backend_of(g)
+        out = self._on(be, "MH") @ g
+        return be.xp.real(out) if real else out
 
     @cached_property
     def _MH(self) -> Sparse:
         """Mᴴ (p × nnz), transposed once and kept: every pullback is then one SpMV."""
         return self.M.adjoint()
 
-    def _on(self, xp, name: str):
-        """M, Mᴴ or the offset in namespace xp: numpy/jax use the host arrays (jax embeds them
-        as constants); for cupy a device copy is made once per family and kept."""
+    def _on(self, be, name: str):
+        """M, Mᴴ or the offset for backend ``be``: numpy/jax use the host arrays (jax embeds them
+        as constants); where indices live on a device (cupy) a device copy is made once per
+        family and kept."""
         host = {"M": self.M, "MH": self._MH, "offset": self.offset}[name]
-        if not getattr(xp, "__name__", "").startswith("cupy"):
-            return host if name != "offset" else xp.asarray(host)
+        if not be.device_indices:
+            return host if name != "offset" else be.from_host(host)
         cache = self.__dict__.setdefault("_device", {})
         if name not in cache:
-            cache[name] = (xp.asarray(host) if name == "offset"
-                           else Sparse(xp.asarray(host.values), host.pattern))
+            cache[name] = (be.from_host(host) if name == "offset"
+                           else Sparse(be.from_host(host.values), host.pattern))
         return cache[name]
 
     def expand(self, u_free, fill=0.0):
         """Scatter a vector on the free dofs back to all n dofs (fixed ones get ``fill``)."""
         if self.free is None:
             return u_free
-        xp = namespace(u_free)
-        out = xp.full((self.n_full,) + tuple(u_free.shape[1:]), fill, dtype=u_free.dtype)
-        if xp is np:
-            out[self.free] = u_free
-            return out
-        if hasattr(out, "at"):
-            return out.at[self.free].set(u_free)
-        out[xp.asarray(self.free)] = u_free
-        return out
+        be = backend_of(u_free)
+        out = be.xp.full((self.n_full,) + tuple(u_free.shape[1:]), fill, dtype=u_free.dtype)
+        return be.put(out, self.free, u_free)
 
 
 def _as_sparse(K, name: str) -> Sparse:

@@ -10,11 +10,12 @@
 from __future__ import annotations
 
 from ._backend import namespace
-from ._base import LinearOperator
+from ._base import LinearOperator, seal
 from ._composite import Product, Scaled, Sum
 from ._diagonal import Identity, Zero
 from ._errors import ShapeError
-from ._lowrank import LOW_RANK, LowRank, RankOne, low_rank
+from ._lowrank import LOW_RANK, LowRank, RankOne
+from ._lowrank import sealed_low_rank as low_rank
 from ._sparse import Sparse
 
 
@@ -32,9 +33,9 @@ def scale(c, A: LinearOperator) -> LinearOperator:
     if isinstance(A, Scaled):
         return scale(c * A.c, A.A)
     if isinstance(A, RankOne):
-        return RankOne(c * A.u, A.v)
+        return RankOne(seal(c * A.u), A.v)
     if isinstance(A, LowRank):
-        return LowRank(c * A.U, A.V)
+        return LowRank(seal(c * A.U), A.V)
     return Scaled(c, A)
 
 
@@ -56,7 +57,7 @@ def add(*ops: LinearOperator) -> LinearOperator:
             lowrank.append(t)
         elif isinstance(t, Sparse) and t.pattern in by_pattern:
             i = by_pattern[t.pattern]
-            terms[i] = Sparse(terms[i].values + t.values, t.pattern)
+            terms[i] = Sparse(seal(terms[i].values + t.values), t.pattern)
         else:
             if isinstance(t, Sparse):
                 by_pattern[t.pattern] = len(terms)
@@ -66,7 +67,7 @@ def add(*ops: LinearOperator) -> LinearOperator:
     elif lowrank:
         Us, Vs = zip(*(t.factors() for t in lowrank))
         xp = namespace(*Us, *Vs)
-        terms.append(LowRank(xp.concatenate(Us, axis=1), xp.concatenate(Vs, axis=1)))
+        terms.append(LowRank(seal(xp.concatenate(Us, axis=1)), seal(xp.concatenate(Vs, axis=1))))
     if not terms:
         return Zero(shape, dtype)
     if len(terms) == 1:

@@ -1,13 +1,28 @@
-"""The backend table: array namespace detection and the few kernels that differ per backend.
+"""The backend table: one entry per array library — numpy + scipy, cupy + cupyx, jax.
 
-The backend is always read from the arrays themselves (``array_api_compat``); nothing here is
-global state except the one-time registration of pytrees with jax (``ensure_jax_pytrees``).
-Backend-specific kernels: sparse CSR times dense (``spmm``), dense <-> host conversion.
+Every backend-specific call in linops, solvers and adjoints goes through the entry that owns the
+arrays at hand: host/device transfer, snapshots (the mutation rule), sparse products, the dense
+and sparse linear-algebra modules, the Krylov module, and what each backend supports
+(``capability`` and ``dtypes``). Modules ask the table; they do not branch on the backend. The
+backend is read from the arrays (:func:`backend_of`), never from global state or the environment.
+
+Mutation rule (one rule for every input type): operators **snapshot** the arrays they are given.
+A numpy array is copied into a private read-only array unless it is already read-only all the
+way down (then it cannot change and is kept as is); a cupy array is copied on its device; jax
+arrays are immutable and kept. Editing the array you passed in therefore never changes an
+operator, a factorization or a solution made from it. Cost: one copy per construction, O(bytes),
+and nothing per solve.
+
+>>> import numpy as np
+>>> be = backend_of(np.ones(3))
+>>> be.name, be.capability("amg") is None
+('numpy', True)
 """
 
 from __future__ import annotations
 
 import sys
+from functools import cached_property
 from typing import Any
 
 import array_api_compat as aac
@@ -15,7 +30,13 @@ import numpy as np
 
 from ._errors import BackendNotSupported
 
-__all__ = ["namespace", "backend_name", "is_jax", "is_cupy", "to_numpy", "spmm"]
+__all__ = ["Backend", "backend_of", "backend_named", "BACKEND_NAMES", "namespace", "to_numpy",
+           "is_jax", "is_cupy", "DTYPES", "CAPABILITIES"]
+
+DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
+CAPABILITIES = ("dense_lu", "dense_cholesky", "sparse_lu", "sparse_cholesky", "cg", "minres",
+                "gmres", "bicgstab", "amg", "ilu", "jacobi")
+BACKEND_NAMES = ("numpy", "cupy", "jax")
 
 
 def is_jax(x: Any) -> bool:
@@ -26,71 +47,336 @@ def is_cupy(x: Any) -> bool:
     return "cupy" in sys.modules and aac.is_cupy_array(x)
 
 
-def namespace(*arrays: Any):
-    """Array namespace of the given arrays (numpy when all are numpy or python scalars).
+def _cholmod_reason() -> str | None:
+    try:
+        from sksparse import cholmod  # noqa: F401
+    except ImportError:
+        return ('sparse Cholesky needs CHOLMOD: pip install "linops[cholmod]" (scikit-sparse; on '
+                'Debian/Ubuntu first apt-get install libsuitesparse-dev), or use sv.LU() or '
+                'sv.CG(precond=sv.AMG())')
+    return None
 
-    jax wins over numpy when mixed (numpy constants such as a pattern's index arrays are then
-    lifted into jax); mixing cupy and jax raises.
+
+class Backend:
+    """One array library's entry. Subclasses fill in the kernels that differ.
+
+    Attributes: ``name``; ``mutable`` (arrays can change in place, so operators snapshot them);
+    ``host_factors`` (sparse factorizations run on the host and move results back, as for jax);
+    ``dtypes``; ``xp`` (the array namespace); ``linalg`` (dense LU/Cholesky/triangular solves);
+    ``sparse_linalg`` (the module whose ``splu``/``spilu`` factor :meth:`csr` matrices).
     """
-    arrs = [a for a in arrays if a is not None and not isinstance(a, (int, float, complex))]
-    if any(is_jax(a) for a in arrs):
-        if any(is_cupy(a) for a in arrs):
-            raise BackendNotSupported("cannot mix cupy and jax arrays in one operation; "
-                                      "convert one side with DLPack first")
-        import jax.numpy as jnp
 
-        return jnp
-    if any(is_cupy(a) for a in arrs):
+    name: str = ""
+    mutable: bool = True
+    host_factors: bool = True
+    device_indices: bool = False  # index arrays must live on the device (cupy)
+    dtypes: tuple = DTYPES
+    _unsupported: dict = {}
+
+    # ----- identity --------------------------------------------------------------------------------
+    def owns(self, x) -> bool:
+        raise NotImplementedError
+
+    @property
+    def xp(self):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name})"
+
+    # ----- what exists ----------------------------------------------------------------------------
+    def capability(self, name: str) -> str | None:
+        """None when ``name`` (one of CAPABILITIES) exists here, else the reason and alternative."""
+        if name not in CAPABILITIES:
+            raise KeyError(f"unknown capability {name!r}; known: {CAPABILITIES}")
+        if name == "sparse_cholesky" and self.host_factors:
+            return _cholmod_reason()
+        return self._unsupported.get(name)
+
+    def require(self, name: str, who: str = "") -> None:
+        """Raise BackendNotSupported naming the alternative when ``name`` does not exist here."""
+        reason = self.capability(name)
+        if reason is not None:
+            raise BackendNotSupported(f"{who or name} is not available for {self.name} arrays: "
+                                      f"{reason}")
+
+    def require_dtype(self, dtype, who: str) -> np.dtype:
+        dt = np.dtype(dtype)
+        if dt not in self.dtypes:
+            raise BackendNotSupported(
+                f"{who}: dtype {dt} is not supported on {self.name}; supported: "
+                f"{', '.join(str(d) for d in self.dtypes)}. Convert with .astype(np.float64)")
+        return dt
+
+    # ----- data movement --------------------------------------------------------------------------
+    def to_host(self, x) -> np.ndarray:
+        return np.asarray(x)
+
+    def from_host(self, x):
+        return self.xp.asarray(x)
+
+    def index(self, ix):
+        """A host index array made usable for indexing this backend's arrays."""
+        return ix
+
+    def snapshot(self, x):
+        """A private copy of a user array that nobody else can change (see the mutation rule)."""
+        return x
+
+    def seal(self, x):
+        """Mark an array this library just created as immutable (no copy)."""
+        return x
+
+    def freeze(self, x):
+        """An immutable version of a result this library computed: sealed in place when it owns
+        its memory, else a sealed copy."""
+        return x
+
+    # ----- kernels --------------------------------------------------------------------------------
+    def spmm(self, values, pattern, X):
+        """CSR(values on pattern) @ X for X of shape (n,) or (n, k)."""
+        return self.csr(values, pattern) @ X
+
+    def scatter(self, shape, rows, cols, values, dtype):
+        """Dense array of ``shape`` with ``values`` at (rows, cols) and zeros elsewhere."""
+        out = self.xp.zeros(shape, dtype=dtype)
+        out[self.index(rows), self.index(cols)] = values
+        return out
+
+    def rowdot(self, A, B):
+        """Σⱼ A[i, j]·B[i, j] for every row i (the SDDMM inner loop)."""
+        return self.xp.sum(A * B, axis=1)
+
+    def put(self, out, ix, values):
+        """``out[ix] = values``, returned (in place where arrays are mutable)."""
+        out[self.index(ix)] = values
+        return out
+
+    def csr(self, values, pattern):
+        """The library's native CSR matrix (scipy on the host for numpy and jax)."""
+        import scipy.sparse as sp
+
+        return sp.csr_matrix((self.to_host(values), pattern.indices, pattern.indptr),
+                             shape=pattern.shape)
+
+    @property
+    def linalg(self):
+        import scipy.linalg as la
+
+        return la
+
+    @property
+    def sparse_linalg(self):
+        import scipy.sparse.linalg as spl
+
+        return spl
+
+    def krylov(self, method: str):
+        """The Krylov function ``method`` ('cg', 'gmres', 'bicgstab', 'minres') of this backend."""
+        self.require(method, method.upper())
+        return getattr(self._krylov_module, method)
+
+    @property
+    def _krylov_module(self):
+        import scipy.sparse.linalg as spl
+
+        return spl
+
+
+class _Numpy(Backend):
+    name = "numpy"
+    mutable = True
+    host_factors = True
+
+    def owns(self, x) -> bool:
+        return isinstance(x, np.ndarray) or np.isscalar(x)
+
+    @property
+    def xp(self):
+        return np
+
+    def snapshot(self, x):
+        x = np.asarray(x)
+        if _frozen(x):
+            return x
+        c = np.array(x, copy=True)
+        c.setflags(write=False)
+        return c
+
+    def seal(self, x):
+        if isinstance(x, np.ndarray) and x.base is None:
+            x.setflags(write=False)
+        return x
+
+    def freeze(self, x):
+        return self.seal(x) if isinstance(x, np.ndarray) and x.base is None else self.snapshot(x)
+
+    def spmm(self, values, pattern, X):
+        return np.asarray(self.csr(values, pattern) @ X)
+
+    def rowdot(self, A, B):
+        return np.einsum("ij,ij->i", A, B)
+
+
+def _frozen(x: np.ndarray) -> bool:
+    """True when neither x nor any array it views can be written (so it can never change)."""
+    b = x
+    while isinstance(b, np.ndarray):
+        if b.flags.writeable:
+            return False
+        b = b.base
+    return b is None or isinstance(b, bytes)
+
+
+class _Cupy(Backend):
+    name = "cupy"
+    mutable = True
+    host_factors = False
+    device_indices = True
+    _unsupported = {
+        "sparse_cholesky": "cupyx has no sparse Cholesky; use sv.LU() (cupyx splu) or "
+                           "sv.CG(precond=sv.Jacobi())",
+        "bicgstab": "cupyx.scipy.sparse.linalg has no bicgstab; use sv.GMRES()",
+        "amg": "pyamg is CPU-only and has no GPU counterpart; on cupy use sv.ILU() or "
+               "sv.Jacobi(), or sv.LU()",
+    }
+
+    def owns(self, x) -> bool:
+        return is_cupy(x)
+
+    @cached_property
+    def xp(self):
         import cupy
 
         return cupy
-    return np
+
+    def to_host(self, x) -> np.ndarray:
+        """Device -> host copy (documented transfer)."""
+        return x.get() if is_cupy(x) else np.asarray(x)
+
+    def index(self, ix):
+        """Ad-hoc host index arrays move to the device (one copy); patterns keep theirs there."""
+        return self.xp.asarray(ix)
+
+    def snapshot(self, x):
+        return self.xp.array(x, copy=True)
+
+    def csr(self, values, pattern):
+        import cupyx.scipy.sparse as csp
+
+        return csp.csr_matrix((self.xp.asarray(values), pattern.on(self, "indices"),
+                               pattern.on(self, "indptr")), shape=pattern.shape)
+
+    @property
+    def linalg(self):
+        import cupyx.scipy.linalg as la
+
+        return la
+
+    @property
+    def sparse_linalg(self):
+        import cupyx.scipy.sparse.linalg as cspl
+
+        return cspl
+
+    @property
+    def _krylov_module(self):
+        return self.sparse_linalg
 
 
-def backend_name(xp) -> str:
-    mod = getattr(xp, "__name__", "")
-    if mod.startswith("jax"):
-        return "jax"
-    if mod.startswith("cupy"):
-        return "cupy"
-    return "numpy"
+class _Jax(Backend):
+    name = "jax"
+    mutable = False
+    host_factors = True
+    _unsupported = {
+        "minres": "jax.scipy.sparse.linalg has no minres; use sv.GMRES() or sv.CG()",
+        "amg": "pyamg works on host numpy arrays and cannot run inside jax's Krylov loops; use "
+               "sv.Jacobi(), a direct solver (sv.LU(), sv.Cholesky()), or numpy arrays",
+        "ilu": "scipy's spilu works on host numpy arrays and cannot run inside jax's Krylov "
+               "loops; use sv.Jacobi(), a direct solver (sv.LU()), or numpy arrays",
+    }
+
+    def owns(self, x) -> bool:
+        return is_jax(x)
+
+    @cached_property
+    def xp(self):
+        import jax.numpy as jnp
+
+        return jnp
+
+    def to_host(self, x) -> np.ndarray:
+        """Host copy of a concrete jax array (inside ``jax.jit`` use a callback instead)."""
+        import jax
+
+        try:
+            return np.asarray(x)
+        except jax.errors.TracerArrayConversionError:
+            raise BackendNotSupported(
+                "this operation needs concrete (host) values but got a jax tracer inside "
+                "jax.jit/grad/vmap; use adjoints.jax.solve for solves under jax transforms") from None
+
+    def spmm(self, values, pattern, X):
+        """Gather + ``segment_sum``: differentiable, jit-able; O(nnz·k) work and memory."""
+        import jax
+
+        jnp = self.xp
+        values, X = jnp.asarray(values), jnp.asarray(X)
+        contrib = (values * X[pattern.indices] if X.ndim == 1
+                   else values[:, None] * X[pattern.indices])
+        return jax.ops.segment_sum(contrib, pattern.rows, num_segments=pattern.shape[0],
+                                   indices_are_sorted=True)
+
+    def scatter(self, shape, rows, cols, values, dtype):
+        return self.xp.zeros(shape, dtype=dtype).at[rows, cols].set(values)
+
+    def put(self, out, ix, values):
+        return out.at[ix].set(values)
+
+    @property
+    def linalg(self):
+        import jax.scipy.linalg as la
+
+        return la
+
+    @property
+    def _krylov_module(self):
+        import jax.scipy.sparse.linalg as jspl
+
+        return jspl
+
+
+_TABLE: dict[str, Backend] = {"numpy": _Numpy(), "cupy": _Cupy(), "jax": _Jax()}
+
+
+def backend_named(name: str) -> Backend:
+    """The table entry ``name`` ('numpy', 'cupy' or 'jax')."""
+    try:
+        return _TABLE[name]
+    except KeyError:
+        raise BackendNotSupported(f"unknown backend {name!r}; known: {BACKEND_NAMES}") from None
+
+
+def backend_of(*arrays: Any) -> Backend:
+    """The backend owning the given arrays (numpy when all are numpy or python scalars).
+
+    jax wins over numpy when mixed (numpy constants such as a pattern's index arrays are then
+    lifted into jax); mixing cupy and jax raises BackendNotSupported.
+    """
+    arrs = [a for a in arrays if a is not None and not isinstance(a, (int, float, complex))]
+    jax_ = any(is_jax(a) for a in arrs)
+    cupy_ = any(is_cupy(a) for a in arrs)
+    if jax_ and cupy_:
+        raise BackendNotSupported("cannot mix cupy and jax arrays in one operation; convert one "
+                                  "side with DLPack first")
+    return _TABLE["jax" if jax_ else "cupy" if cupy_ else "numpy"]
+
+
+def namespace(*arrays: Any):
+    """Array namespace of the given arrays (``backend_of(*arrays).xp``)."""
+    return backend_of(*arrays).xp
 
 
 def to_numpy(x: Any) -> np.ndarray:
     """Host copy (a documented device->host transfer for cupy; jax arrays must be concrete)."""
-    if is_cupy(x):
-        return x.get()
-    return np.asarray(x)
-
-
-def spmm(values, pattern, X):
-    """CSR(values on pattern) @ X for X of shape (n,) or (n, k), in X's/values' backend.
-
-    numpy: scipy CSR (compiled SpMM). cupy: cupyx CSR (cuSPARSE SpMM; the pattern's index arrays
-    live on the device once per pattern). jax: gather + ``segment_sum`` (differentiable,
-    jit-able; O(nnz·k) work and memory).
-    """
-    xp = namespace(values, X)
-    name = backend_name(xp)
-    shape = pattern.shape
-    if name == "numpy":
-        import scipy.sparse as sp
-
-        S = sp.csr_matrix((values, pattern.indices, pattern.indptr), shape=shape)
-        return np.asarray(S @ X)
-    if name == "cupy":
-        import cupyx.scipy.sparse as csp
-
-        S = csp.csr_matrix((xp.asarray(values), pattern.on(xp, "indices"),
-                            pattern.on(xp, "indptr")), shape=shape)
-        return S @ X
-    import jax
-
-    values = xp.asarray(values)
-    X = xp.asarray(X)
-    indices = pattern.indices
-    if X.ndim == 1:
-        contrib = values * X[indices]
-    else:
-        contrib = values[:, None] * X[indices]
-    return jax.ops.segment_sum(contrib, pattern.rows, num_segments=shape[0], indices_are_sorted=True)
+    return backend_of(x).to_host(x)

@@ -97,7 +97,44 @@ def _set(obj, **kw) -> None:
 
 
 def is_array(x: Any) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, LinearOperator)
+    """An array of a backend in the table (numpy, cupy, jax, also tracers) or any array-API
+    array. Objects that merely have ``shape`` and ``dtype`` (operators of other libraries) are
+    not arrays."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return True
+    if isinstance(x, LinearOperator):
+        return False
+    from ._backend import is_cupy, is_jax
+
+    return is_jax(x) or is_cupy(x) or (hasattr(x, "__array_namespace__") and hasattr(x, "shape"))
+
+
+def snapshot(x):
+    """The mutation rule (see ``_backend``): a private, unchangeable version of a user array."""
+    if not is_array(x):
+        return x
+    from ._backend import backend_of
+
+    if isinstance(x, np.matrix):
+        x = np.asarray(x)
+    return backend_of(x).snapshot(x)
+
+
+def conj(x):
+    """conj(x), without a copy for real arrays; the result is sealed."""
+    if np.dtype(x.dtype).kind != "c":
+        return x
+    from ._backend import backend_of
+
+    be = backend_of(x)
+    return be.seal(be.xp.conj(x))
+
+
+def seal(x):
+    """Mark an array linops just created as immutable, so operators keep it without a copy."""
+    from ._backend import backend_of
+
+    return backend_of(x).seal(x) if is_array(x) else x
 
 
 class LinearOperator(abc.ABC):

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._backend import namespace
-from ._base import LinearOperator, _set, operator
+from ._base import LinearOperator, _set, operator, snapshot
 from ._errors import ShapeError
 from ._queries import _inner, _sample, _to_dense, conjugate
 
@@ -98,6 +98,7 @@ class Scaled(LinearOperator):
     def __post_init__(self):
         if not isinstance(self.A, LinearOperator):
             raise TypeError(f"Scaled needs an operator, got {type(self.A).__name__}")
+        _set(self, c=snapshot(self.c))
         _set(self, shape=self.A.shape, dtype=np.result_type(self.A.dtype, scalar_dtype(self.c)))
 
     def matmat(self, X):

@@ -14,13 +14,19 @@ from ._matrixfree import MatrixFree
 from ._pattern import Pattern
 from ._sparse import Sparse
 
-ACCEPTED = ("a linops operator, a 2-D numpy/cupy/jax array, any scipy.sparse matrix or array, "
-            "a cupyx.scipy.sparse matrix, a jax.experimental.sparse BCOO/BCSR, or a "
-            "scipy.sparse.linalg.LinearOperator")
+ACCEPTED = ("a linops operator, a 2-D numpy/cupy/jax array (or nested list), any scipy.sparse "
+            "matrix or array, a cupyx.scipy.sparse matrix, a jax.experimental.sparse BCOO/BCSR, a "
+            "scipy.sparse.linalg.LinearOperator, a petsc4py Mat, or any object with shape, dtype "
+            "and matvec/rmatvec (or matmat/rmatmat) methods, such as a PyLops operator")
 
 
 def aslinop(x: Any) -> LinearOperator:
-    """Wrap ``x`` as a linops operator (no copy of dense data; sparse data is canonicalised).
+    """Wrap ``x`` as a linops operator.
+
+    Arrays and sparse data are snapshotted (the mutation rule in ``linops._backend``): editing
+    ``x`` afterwards does not change the operator. Duck-typed operators (PyLops and others with
+    ``matvec``/``rmatvec`` or ``matmat``/``rmatmat``) become :class:`MatrixFree`; their callables
+    are used as they are. Anything else raises :class:`UnsupportedOperandError`.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> type(aslinop(np.eye(2))).__name__, type(aslinop(sp.eye(2))).__name__
@@ -45,14 +51,23 @@ def aslinop(x: Any) -> LinearOperator:
 
     if isinstance(x, ScipyLinearOperator):
         return MatrixFree.from_scipy(x)
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)
     if is_array(x):
         if x.ndim != 2:
             raise UnsupportedOperandError(f"aslinop needs a 2-D array, got shape={tuple(x.shape)}")
         if isinstance(x, np.ndarray) or is_cupy(x) or is_jax(x):
-            return Dense(x)
+            return Dense(np.asarray(x) if isinstance(x, np.matrix) else x)
         return Dense(np.asarray(x))
+    if _is_duck_operator(x):
+        return MatrixFree.from_duck(x)
     raise UnsupportedOperandError(f"cannot wrap {type(x).__module__}.{type(x).__name__}; "
                                   f"accepted: {ACCEPTED}")
+
+
+def _is_duck_operator(x) -> bool:
+    has = lambda *names: all(callable(getattr(x, n, None)) for n in names)  # noqa: E731
+    return hasattr(x, "shape") and hasattr(x, "dtype") and (has("matvec") or has("matmat"))
 
 
 def _from_cupyx(S) -> Sparse:
@@ -93,18 +108,44 @@ def aslinearoperator(A) -> "scipy.sparse.linalg.LinearOperator":  # noqa: F821
     """A scipy ``LinearOperator`` with matvec/rmatvec/matmat/rmatmat (rmat* apply Aᴴ).
 
     Host arrays only (numpy in, numpy out): for cupy/jax operators the products run in their
-    backend and results are copied to the host.
+    backend and results are copied to the host. Results never alias the input, and are
+    writeable (scipy's solvers update them in place). Picklable when A is.
     """
+    return _AsScipy(aslinop(A))
+
+
+def _host_result(y, x) -> np.ndarray:
+    y = to_numpy(y)
+    if not y.flags.writeable or np.may_share_memory(y, x):
+        y = np.array(y)
+    return y
+
+
+def _scipy_base():
     from scipy.sparse.linalg import LinearOperator as ScipyLinearOperator
 
-    A = aslinop(A)
-    AH = A.adjoint()
+    return ScipyLinearOperator
 
-    def mv(x):
-        return to_numpy(A @ x)
 
-    def rmv(x):
-        return to_numpy(AH @ x)
+class _AsScipy(_scipy_base()):
+    """A linops operator seen through scipy's LinearOperator interface (a module-level class,
+    so it pickles)."""
 
-    return ScipyLinearOperator(A.shape, matvec=mv, rmatvec=rmv, matmat=mv, rmatmat=rmv,
-                               dtype=A.dtype)
+    def __init__(self, A: LinearOperator):
+        self.A = A
+        super().__init__(dtype=np.dtype(A.dtype), shape=A.shape)
+
+    def _matvec(self, x):
+        return _host_result(self.A @ x, x)
+
+    def _rmatvec(self, x):
+        return _host_result(self.A.adjoint() @ x, x)
+
+    def _matmat(self, X):
+        return _host_result(self.A @ X, X)
+
+    def _rmatmat(self, X):
+        return _host_result(self.A.adjoint() @ X, X)
+
+    def _adjoint(self):
+        return _AsScipy(self.A.adjoint())

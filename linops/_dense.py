@@ -6,8 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import namespace
-from ._base import LinearOperator, _set, operator
+from ._base import LinearOperator, _set, conj, operator, snapshot
 from ._errors import ShapeError
 from ._queries import _sample, _to_dense, conjugate
 
@@ -15,6 +14,9 @@ from ._queries import _sample, _to_dense, conjugate
 @operator
 class Dense(LinearOperator):
     """A ↦ the array ``a`` (m, n). Apply: O(m·n·k). Adjoint: ``Dense(conj(a).T)``.
+
+    ``a`` is snapshotted (see the mutation rule in ``linops._backend``): later edits of the array
+    you passed do not change the operator.
 
     >>> import numpy as np
     >>> (Dense(np.eye(2)) @ np.ones(2)).tolist()
@@ -27,22 +29,21 @@ class Dense(LinearOperator):
     _leaves: ClassVar = ("a",)
 
     def __post_init__(self):
-        a = self.a
+        a = snapshot(self.a)
         if not hasattr(a, "ndim") or a.ndim != 2:
             raise ShapeError(f"Dense needs a 2-D array, got shape={getattr(a, 'shape', type(a))}")
-        _set(self, shape=(int(a.shape[0]), int(a.shape[1])), dtype=np.dtype(a.dtype))
+        _set(self, a=a, shape=(int(a.shape[0]), int(a.shape[1])), dtype=np.dtype(a.dtype))
 
     def matmat(self, X):
         return self.a @ X
 
     def adjoint(self) -> "Dense":
-        xp = namespace(self.a)
-        return Dense(xp.conj(self.a).T)
+        return Dense(conj(self.a).T)
 
 
 @conjugate.register
 def _(A: Dense):
-    return Dense(namespace(A.a).conj(A.a))
+    return Dense(conj(A.a))
 
 
 @_to_dense.register

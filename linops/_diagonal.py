@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import namespace
-from ._base import LinearOperator, _set, check_shape, operator
+from ._backend import backend_of
+from ._base import LinearOperator, _set, check_shape, conj, operator, snapshot
 from ._errors import ShapeError
 from ._queries import _sample, _to_dense, conjugate
 
@@ -27,21 +27,23 @@ class Diagonal(LinearOperator):
     _leaves: ClassVar = ("d",)
 
     def __post_init__(self):
-        if not hasattr(self.d, "ndim") or self.d.ndim != 1:
-            raise ShapeError(f"Diagonal needs a 1-D array, got shape={getattr(self.d, 'shape', None)}")
-        n = int(self.d.shape[0])
-        _set(self, shape=(n, n), dtype=np.dtype(self.d.dtype))
+        d = snapshot(self.d)
+        if not hasattr(d, "ndim") or d.ndim != 1:
+            raise ShapeError(f"Diagonal needs a 1-D array, got shape={getattr(d, 'shape', None)}")
+        n = int(d.shape[0])
+        _set(self, d=d, shape=(n, n), dtype=np.dtype(d.dtype))
 
     def matmat(self, X):
         return self.d[:, None] * X
 
     def adjoint(self) -> "Diagonal":
-        return Diagonal(namespace(self.d).conj(self.d))
+        return Diagonal(conj(self.d))
 
 
 @operator
 class Identity(LinearOperator):
-    """I (n×n). Apply: a copy-free return of X. Adjoint: itself. Holds no arrays."""
+    """I (n×n). Apply: a copy of X (O(n·k); jax arrays are returned as they are). Adjoint:
+    itself. Holds no arrays."""
 
     n: int
     dtype: Any = np.float64
@@ -53,7 +55,8 @@ class Identity(LinearOperator):
         _set(self, n=n, shape=(n, n), dtype=np.dtype(self.dtype))
 
     def matmat(self, X):
-        return X
+        be = backend_of(X)
+        return be.xp.array(X, copy=True) if be.mutable else X  # never alias the caller's array
 
     def adjoint(self) -> "Identity":
         return self
@@ -71,7 +74,7 @@ class Zero(LinearOperator):
         _set(self, shape=check_shape(self.shape), dtype=np.dtype(self.dtype))
 
     def matmat(self, X):
-        xp = namespace(X)
+        xp = backend_of(X).xp
         return xp.zeros((self.shape[0],) + tuple(X.shape[1:]), dtype=np.result_type(self.dtype, X.dtype))
 
     def adjoint(self) -> "Zero":
@@ -80,7 +83,7 @@ class Zero(LinearOperator):
 
 @conjugate.register
 def _(A: Diagonal):
-    return Diagonal(namespace(A.d).conj(A.d))
+    return Diagonal(conj(A.d))
 
 
 @conjugate.register(Identity)
@@ -91,9 +94,8 @@ def _(A):
 
 @_to_dense.register
 def _(A: Diagonal):
-    xp = namespace(A.d)
-    n = A.shape[0]
-    return xp.eye(n, dtype=A.dtype) * A.d[None, :]
+    xp = backend_of(A.d).xp
+    return xp.eye(A.shape[0], dtype=A.dtype) * A.d[None, :]
 
 
 @_to_dense.register
@@ -108,21 +110,18 @@ def _(A: Zero):
 
 @_sample.register
 def _(A: Diagonal, rows, cols):
-    xp = namespace(A.d)
-    from ._sparse import _ix
-
-    vals = A.d[_ix(rows, xp)] if namespace(rows) is np else A.d[rows]
-    same = rows == cols
-    return xp.where(_ix(same, xp) if namespace(same) is np else same, vals, xp.zeros((), dtype=A.dtype))
+    be = backend_of(A.d)
+    rows, cols = be.index(rows), be.index(cols)
+    return be.xp.where(rows == cols, A.d[rows], be.xp.zeros((), dtype=A.dtype))
 
 
 @_sample.register
 def _(A: Identity, rows, cols):
-    xp = namespace(rows)
+    xp = backend_of(rows).xp
     return xp.asarray(rows == cols).astype(A.dtype)
 
 
 @_sample.register
 def _(A: Zero, rows, cols):
-    xp = namespace(rows)
+    xp = backend_of(rows).xp
     return xp.zeros(rows.shape, dtype=A.dtype)

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._backend import namespace
-from ._base import LinearOperator, _set, operator
+from ._base import LinearOperator, _set, conj, operator, seal, snapshot
 from ._errors import ShapeError
 from ._queries import _inner, _sample, _to_dense, conjugate
 from ._sddmm import sddmm
@@ -16,6 +16,7 @@ from ._sddmm import sddmm
 @operator
 class RankOne(LinearOperator):
     """u vᴴ with u (m,), v (n,). Memory O(m+n). Apply: O((m+n)·k). Adjoint: RankOne(v, u).
+    u and v are snapshotted (the mutation rule in ``linops._backend``).
 
     >>> import numpy as np
     >>> G = RankOne(np.array([1.0, 2.0]), np.array([1.0, 0.0, 1.0]))
@@ -31,7 +32,8 @@ class RankOne(LinearOperator):
 
     def __post_init__(self):
         for name in ("u", "v"):
-            x = getattr(self, name)
+            x = snapshot(getattr(self, name))
+            _set(self, **{name: x})
             if not hasattr(x, "ndim") or x.ndim != 1:
                 raise ShapeError(f"RankOne needs 1-D u and v, got {name}.shape="
                                  f"{tuple(getattr(x, 'shape', ()))}")
@@ -71,7 +73,8 @@ class LowRank(LinearOperator):
     _leaves: ClassVar = ("U", "V")
 
     def __post_init__(self):
-        U, V = self.U, self.V
+        U, V = snapshot(self.U), snapshot(self.V)
+        _set(self, U=U, V=V)
         if not (hasattr(U, "ndim") and hasattr(V, "ndim") and U.ndim == 2 and V.ndim == 2
                 and U.shape[1] == V.shape[1]):
             raise ShapeError(f"LowRank needs 2-D U (m, k) and V (n, k) with equal k, got "
@@ -104,12 +107,16 @@ def low_rank(U, V, *, like_rank_one: bool = False) -> LinearOperator:
     return LowRank(U, V)
 
 
+def sealed_low_rank(U, V, *, like_rank_one: bool = False) -> LinearOperator:
+    """``low_rank`` of factors this library just computed (sealed, so they are not copied)."""
+    return low_rank(seal(U), seal(V), like_rank_one=like_rank_one)
+
+
 @conjugate.register(RankOne)
 @conjugate.register(LowRank)
 def _(A):
     U, V = A.factors()
-    xp = namespace(U, V)
-    return low_rank(xp.conj(U), xp.conj(V), like_rank_one=isinstance(A, RankOne))
+    return low_rank(conj(U), conj(V), like_rank_one=isinstance(A, RankOne))
 
 
 @_to_dense.register(RankOne)

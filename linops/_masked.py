@@ -6,13 +6,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import namespace, to_numpy
-from ._base import LinearOperator, _set, operator
+from ._backend import backend_of, to_numpy
+from ._base import LinearOperator, _set, conj, operator, seal, snapshot
 from ._errors import ShapeError
 from ._pattern import Pattern
 from ._queries import _inner, _sample, _to_dense, conjugate
 from ._sddmm import sddmm
-from ._sparse import _ix
 
 
 @operator
@@ -31,7 +30,7 @@ class MaskedOuter(LinearOperator):
     _leaves: ClassVar = ("U", "V")
 
     def __post_init__(self):
-        U, V = self.U, self.V
+        U, V = snapshot(self.U), snapshot(self.V)
         if U.ndim == 1:
             U = U[:, None]
         if V.ndim == 1:
@@ -47,8 +46,8 @@ class MaskedOuter(LinearOperator):
         from ._sparse import Sparse
 
         p = self.pattern
-        xp = namespace(self.U, self.V)
-        return Sparse(sddmm(self.U, self.V, p.on(xp, "rows"), p.on(xp, "indices")), p)
+        be = backend_of(self.U, self.V)
+        return Sparse(seal(sddmm(self.U, self.V, p.on(be, "rows"), p.on(be, "indices"))), p)
 
     def matmat(self, X):
         return self.to_sparse().matmat(X)
@@ -60,8 +59,7 @@ class MaskedOuter(LinearOperator):
 
 @conjugate.register
 def _(A: MaskedOuter):
-    xp = namespace(A.U, A.V)
-    return MaskedOuter(xp.conj(A.U), xp.conj(A.V), A.pattern)
+    return MaskedOuter(conj(A.U), conj(A.V), A.pattern)
 
 
 @_to_dense.register
@@ -71,10 +69,10 @@ def _(A: MaskedOuter):
 
 @_sample.register
 def _(A: MaskedOuter, rows, cols):
-    xp = namespace(A.U, A.V)
+    be = backend_of(A.U, A.V)
     _, found = A.pattern.locate(to_numpy(rows), to_numpy(cols))
     vals = sddmm(A.U, A.V, rows, cols)
-    return xp.where(_ix(found, xp), vals, xp.zeros((), dtype=vals.dtype))
+    return be.xp.where(be.index(found), vals, be.xp.zeros((), dtype=vals.dtype))
 
 
 @_inner.register

@@ -17,6 +17,11 @@ class MatrixFree(LinearOperator):
     ``conjugated=True`` means the operator is conj(A): X ↦ conj(A conj(X)). Adjoint swaps the
     callables, so ``.H`` and ``.T`` need no new code from the user. Cost: the callables'.
 
+    The callables are used as they are: they are outside the snapshot rule (if they read state
+    that you change, the operator changes; a preconditioner or factorization built from it
+    keeps what it saw at setup). The backend of a solve with a MatrixFree operator is that of
+    the right-hand side.
+
     >>> import numpy as np
     >>> M = MatrixFree((2, 2), np.float64, lambda X: 2 * X, lambda X: 2 * X)
     >>> (M @ np.ones(2)).tolist()
@@ -41,6 +46,23 @@ class MatrixFree(LinearOperator):
         return cls(L.shape, L.dtype, L.matmat, L.rmatmat)
 
     @classmethod
+    def from_duck(cls, op) -> "MatrixFree":
+        """Wrap any object with ``shape``, ``dtype`` and ``matvec``/``rmatvec`` (or
+        ``matmat``/``rmatmat``) methods, such as a PyLops operator. Without rmatvec/rmatmat the
+        adjoint is unknown (``.H`` raises, naming what to add)."""
+        def pick(mat, vec):
+            f = getattr(op, mat, None)
+            if callable(f):
+                return f
+            g = getattr(op, vec, None)
+            if not callable(g):
+                return None
+            return lambda X: _columnwise(g, X)
+
+        fm, fr = pick("matmat", "matvec"), pick("rmatmat", "rmatvec")
+        return cls(tuple(op.shape), np.dtype(op.dtype), fm, fr)
+
+    @classmethod
     def conjugate_of(cls, A: LinearOperator) -> "MatrixFree":
         """conj(A) for any operator, through A's own products."""
         return cls(A.shape, A.dtype, A.matmat, lambda X: A.adjoint().matmat(X), conjugated=True)
@@ -58,6 +80,14 @@ class MatrixFree(LinearOperator):
                 "pass rmatmat=... (X ↦ Aᴴ X)")
         return MatrixFree((self.shape[1], self.shape[0]), self.dtype, self.frmatmat,
                           self.fmatmat, self.conjugated)
+
+
+def _columnwise(f, X):
+    """Apply a matvec to every column of X."""
+    xp = namespace(X)
+    if X.ndim == 1:
+        return f(X)
+    return xp.stack([xp.asarray(f(X[:, j])) for j in range(X.shape[1])], axis=1)
 
 
 def _conj_mf(A: MatrixFree) -> MatrixFree:

@@ -145,18 +145,19 @@ class Pattern:
         perm.setflags(write=False)
         return Pattern(indptr, self.rows[order], (n, m)), perm
 
-    def on(self, xp, name: str):
-        """Index array ``name`` ('indptr', 'indices', 'rows' or 'perm_T') in namespace xp.
+    def on(self, be, name: str):
+        """Index array ``name`` ('indptr', 'indices', 'rows' or 'perm_T') for backend ``be``.
 
-        numpy and jax get the host array (jax takes numpy indices as constants); cupy gets a
-        device copy made once per pattern and kept, so repeated products move no indices."""
+        numpy and jax get the host array (jax takes numpy indices as constants); a backend whose
+        indices live on a device (cupy) gets a copy made once per pattern and kept, so repeated
+        products move no indices."""
         host = self.transpose()[1] if name == "perm_T" else getattr(self, name)
-        if not getattr(xp, "__name__", "").startswith("cupy"):
+        if not be.device_indices:
             return host
         cache = self.__dict__.setdefault("_device", {})
-        if name not in cache:
-            cache[name] = xp.asarray(host)
-        return cache[name]
+        if (be.name, name) not in cache:
+            cache[(be.name, name)] = be.index(host)
+        return cache[(be.name, name)]
 
     def transpose(self) -> tuple["Pattern", np.ndarray]:
         """(Pᵀ, perm): the transposed pattern and the gather taking values to its order."""

@@ -12,7 +12,7 @@ from functools import singledispatch
 
 import numpy as np
 
-from ._backend import namespace, to_numpy
+from ._backend import backend_of, namespace, to_numpy
 from ._base import LinearOperator
 from ._errors import DensificationError, ShapeError, UnsupportedOperandError
 
@@ -72,10 +72,14 @@ def _to_dense(A: LinearOperator):
     return _dense_by_products(A)
 
 
-def _xp_of(A: LinearOperator):
+def _leaves(A: LinearOperator) -> list:
     from ._pytree_util import array_leaves
 
-    return namespace(*array_leaves(A))
+    return array_leaves(A, patterns=False)
+
+
+def _xp_of(A: LinearOperator):
+    return namespace(*_leaves(A))
 
 
 # ----- sample ------------------------------------------------------------------------------------
@@ -86,9 +90,10 @@ def sample(A, rows, cols):
     (SDDMM) for low rank, one lazy product per distinct column otherwise.
     """
     A = _operator(A, "sample")
-    xp = namespace(rows, cols)
-    rows = np.asarray(rows) if xp is np else rows
-    cols = np.asarray(cols) if xp is np else cols
+    if not hasattr(rows, "shape"):
+        rows = np.asarray(rows)
+    if not hasattr(cols, "shape"):
+        cols = np.asarray(cols)
     if rows.shape != cols.shape or rows.ndim != 1:
         raise ShapeError(f"sample needs 1-D rows and cols of equal length, got "
                          f"rows.shape={tuple(rows.shape)} and cols.shape={tuple(cols.shape)}")
@@ -111,39 +116,28 @@ def _check_index_range(ix, bound, name, shape):
 @singledispatch
 def _sample(A: LinearOperator, rows, cols):
     """Generic rule: apply A to the unit vectors of the distinct columns, in bounded chunks."""
-    xp = _xp_of(A)
+    be = backend_of(*_leaves(A))
+    xp = be.xp
     rows_h, cols_h = to_numpy(rows), to_numpy(cols)
-    out = np.zeros(rows_h.shape[0], dtype=np.dtype(A.dtype)) if xp is np else None
-    parts_idx, parts_val = [], []
     ucols, inv = np.unique(cols_h, return_inverse=True)
     m = A.shape[0]
     chunk = max(1, _CHUNK_BYTES // max(1, m * np.dtype(A.dtype).itemsize))
     order = np.argsort(inv, kind="stable")
     bounds = np.searchsorted(inv[order], np.arange(0, len(ucols) + 1))
+    parts_idx, parts_val = [], []
     for s in range(0, len(ucols), chunk):
         cs = ucols[s:s + chunk]
         E = np.zeros((A.shape[1], len(cs)), dtype=np.dtype(A.dtype))
         E[cs, np.arange(len(cs))] = 1
-        Y = A.matmat(xp.asarray(E))
+        Y = A.matmat(be.from_host(E))
         sel = order[bounds[s]:bounds[min(s + chunk, len(ucols))]]
-        vals = Y[_ix(rows_h[sel], xp), _ix(inv[sel] - s, xp)]
-        if out is not None:
-            out[sel] = np.asarray(vals)
-        else:
-            parts_idx.append(sel)
-            parts_val.append(vals)
-    if out is not None:
-        return out
+        parts_idx.append(sel)
+        parts_val.append(Y[be.index(rows_h[sel]), be.index(inv[sel] - s)])
     if not parts_idx:
         return xp.zeros((0,), dtype=A.dtype)
     perm = np.argsort(np.concatenate(parts_idx))
-    return xp.concatenate(parts_val)[perm]
-
-
-def _ix(ix, xp):
-    from ._sparse import _ix as move
-
-    return move(ix, xp)
+    vals = parts_val[0] if len(parts_val) == 1 else xp.concatenate(parts_val)
+    return vals[be.index(perm)]
 
 
 def diagonal(A):
@@ -195,8 +189,8 @@ def sample_pattern(G: LinearOperator, pattern):
     from ._lowrank import LOW_RANK
 
     if isinstance(G, LOW_RANK):  # device-resident pattern indices for the GPU SDDMM
-        xp = _xp_of(G)
-        return _sample(G, pattern.on(xp, "rows"), pattern.on(xp, "indices"))
+        be = backend_of(*_leaves(G))
+        return _sample(G, pattern.on(be, "rows"), pattern.on(be, "indices"))
     return _sample(G, pattern.rows, pattern.indices)
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._backend import backend_name, namespace
+from ._backend import backend_of
+from ._errors import ShapeError
 
 CHUNK_BYTES = 64 * 2**20
 
@@ -22,43 +23,36 @@ def sddmm(U, V, rows, cols, *, conj_v: bool = True, chunk_bytes: int = CHUNK_BYT
     """Entries of U Vᴴ (or U Vᵀ with ``conj_v=False``) at positions (rows[k], cols[k]).
 
     U: (m, k) or (m,), V: (n, k) or (n,); rows, cols: integer arrays of equal length.
+    Cost O(len(rows)·k); temporaries bounded by ``chunk_bytes``.
 
     >>> import numpy as np
     >>> sddmm(np.array([[1.0], [2.0]]), np.array([[3.0], [4.0]]), [0, 1], [1, 0])
     array([4., 6.])
     """
-    xp = namespace(U, V)
+    be = backend_of(U, V)
+    xp = be.xp
     if U.ndim == 1:
         U = U[:, None]
     if V.ndim == 1:
         V = V[:, None]
     if U.shape[1] != V.shape[1]:
-        from ._errors import ShapeError
-
-        raise ShapeError(f"sddmm: U.shape={tuple(U.shape)} and V.shape={tuple(V.shape)} differ in rank")
-    name = backend_name(xp)
-    if name != "jax":
-        rows = xp.asarray(rows)
-        cols = xp.asarray(cols)
+        raise ShapeError(f"sddmm: U.shape={tuple(U.shape)} and V.shape={tuple(V.shape)} differ "
+                         f"in rank")
+    rows, cols = be.index(np.asarray(rows) if isinstance(rows, list) else rows), \
+        be.index(np.asarray(cols) if isinstance(cols, list) else cols)
     nnz = int(rows.shape[0])
     k = int(U.shape[1])
     dtype = np.result_type(U.dtype, V.dtype)
     # two gathered (chunk, k) blocks plus their product
     per_entry = 3 * max(k, 1) * np.dtype(dtype).itemsize
     chunk = max(1, int(chunk_bytes) // per_entry)
-    if name == "numpy":
-        out = np.empty(nnz, dtype=dtype)
+    Vc = xp.conj(V) if conj_v and np.dtype(V.dtype).kind == "c" else V
+    if nnz <= chunk:
+        return be.rowdot(U[rows], Vc[cols])
+    if be.mutable:  # write the chunks into one output (no concatenation copy)
+        out = xp.empty(nnz, dtype=dtype)
         for s in range(0, nnz, chunk):
-            r = rows[s:s + chunk]
-            c = cols[s:s + chunk]
-            np.einsum("ij,ij->i", U[r], V[c].conj() if conj_v else V[c], out=out[s:s + chunk])
+            out[s:s + chunk] = be.rowdot(U[rows[s:s + chunk]], Vc[cols[s:s + chunk]])
         return out
-    Vc = xp.conj(V) if conj_v else V
-    parts = []
-    for s in range(0, nnz, chunk):
-        r = rows[s:s + chunk]
-        c = cols[s:s + chunk]
-        parts.append(xp.sum(U[r] * Vc[c], axis=1))
-    if not parts:
-        return xp.zeros((0,), dtype=dtype)
-    return parts[0] if len(parts) == 1 else xp.concatenate(parts)
+    return xp.concatenate([be.rowdot(U[rows[s:s + chunk]], Vc[cols[s:s + chunk]])
+                           for s in range(0, nnz, chunk)])

@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_name, namespace, spmm, to_numpy
-from ._base import LinearOperator, _set, operator
+from ._backend import backend_of, to_numpy
+from ._base import LinearOperator, _set, conj, operator, seal, snapshot
 from ._errors import ShapeError, UnsupportedOperandError
 from ._pattern import Pattern
 from ._queries import _inner, _sample, _to_dense, conjugate, sample_pattern
@@ -19,6 +19,7 @@ class Sparse(LinearOperator):
     jax segment_sum). Adjoint: conj(values) permuted onto the transposed pattern, O(nnz).
 
     The values array is the differentiable leaf (a jax pytree leaf); the pattern is static.
+    ``values`` is snapshotted (see the mutation rule in ``linops._backend``).
 
     >>> import scipy.sparse as sp
     >>> S = Sparse.from_scipy(sp.eye(3, format="csr"))
@@ -35,15 +36,16 @@ class Sparse(LinearOperator):
     def __post_init__(self):
         if not isinstance(self.pattern, Pattern):
             raise TypeError(f"Sparse needs a linops.Pattern, got {type(self.pattern).__name__}")
-        v = self.values
+        v = snapshot(self.values)
         if not hasattr(v, "shape") or tuple(v.shape) != (self.pattern.nnz,):
             raise ShapeError(f"Sparse values must have shape (nnz,)=({self.pattern.nnz},), got "
                              f"values.shape={tuple(getattr(v, 'shape', ()))}")
-        _set(self, shape=self.pattern.shape, dtype=np.dtype(v.dtype))
+        _set(self, values=v, shape=self.pattern.shape, dtype=np.dtype(v.dtype))
 
     @classmethod
     def from_scipy(cls, S, dtype=None) -> "Sparse":
-        """From any scipy sparse matrix/array (any format); duplicates are summed, indices sorted."""
+        """From any scipy sparse matrix/array (any format); duplicates are summed, indices sorted.
+        The data is copied (the mutation rule)."""
         import scipy.sparse as sp
 
         if not sp.issparse(S):
@@ -53,61 +55,50 @@ class Sparse(LinearOperator):
         if not S.has_canonical_format:
             S = S.copy()
             S.sum_duplicates()
-        return cls(np.array(S.data), Pattern(S.indptr, S.indices, S.shape))
+        return cls(seal(np.array(S.data)), Pattern(S.indptr, S.indices, S.shape))
 
     def to_scipy(self):
-        """scipy ``csr_array`` (host copy for cupy/jax values)."""
+        """scipy ``csr_array`` (a copy; a host copy for cupy/jax values)."""
         import scipy.sparse as sp
 
-        return sp.csr_array((to_numpy(self.values), self.pattern.indices.copy(),
+        return sp.csr_array((np.array(to_numpy(self.values)), self.pattern.indices.copy(),
                              self.pattern.indptr.copy()), shape=self.shape)
 
     def matmat(self, X):
-        return spmm(self.values, self.pattern, X)
+        return backend_of(self.values, X).spmm(self.values, self.pattern, X)
 
     def adjoint(self) -> "Sparse":
         pt, _ = self.pattern.transpose()
-        xp = namespace(self.values)
-        return Sparse(xp.conj(self.values)[self.pattern.on(xp, "perm_T")], pt)
-
-
-def _ix(ix: np.ndarray, xp):
-    """Ad-hoc index arrays (not the pattern's own) move to the device for cupy (one copy)."""
-    return xp.asarray(ix) if backend_name(xp) == "cupy" else ix
+        be = backend_of(self.values)
+        return Sparse(be.seal(conj(self.values)[self.pattern.on(be, "perm_T")]), pt)
 
 
 @conjugate.register
 def _(A: Sparse):
-    return Sparse(namespace(A.values).conj(A.values), A.pattern)
+    return Sparse(conj(A.values), A.pattern)
 
 
 @_to_dense.register
 def _(A: Sparse):
-    xp = namespace(A.values)
+    be = backend_of(A.values)
     p = A.pattern
-    out = xp.zeros(A.shape, dtype=A.dtype)
-    if backend_name(xp) == "jax":
-        return out.at[p.rows, p.indices].set(A.values)
-    out[p.on(xp, "rows"), p.on(xp, "indices")] = A.values
-    return out
+    return be.scatter(A.shape, p.on(be, "rows"), p.on(be, "indices"), A.values, A.dtype)
 
 
 @_sample.register
 def _(A: Sparse, rows, cols):
-    xp = namespace(A.values)
+    be = backend_of(A.values)
+    xp = be.xp
     slot, found = A.pattern.locate(to_numpy(rows), to_numpy(cols))
-    vals = A.values[_ix(slot, xp)] if A.pattern.nnz else xp.zeros(slot.shape, dtype=A.dtype)
-    return xp.where(_ix(found, xp), vals, xp.zeros((), dtype=A.dtype))
+    vals = A.values[be.index(slot)] if A.pattern.nnz else xp.zeros(slot.shape, dtype=A.dtype)
+    return xp.where(be.index(found), vals, xp.zeros((), dtype=A.dtype))
 
 
 @_inner.register
 def _(G: Sparse, K: LinearOperator):
-    xp = namespace(G.values)
-    if isinstance(K, Sparse):
-        if K.pattern == G.pattern:
-            kv = K.values
-        else:  # intersection: K's values at G's stored positions (zero where K has none)
-            kv = sample_pattern(K, G.pattern)
-        return xp.sum(xp.conj(G.values) * kv)
-    k = sample_pattern(K, G.pattern)
-    return xp.sum(xp.conj(G.values) * k)
+    xp = backend_of(G.values).xp
+    if isinstance(K, Sparse) and K.pattern == G.pattern:
+        kv = K.values
+    else:  # K's values at G's stored positions (zero where K has none)
+        kv = sample_pattern(K, G.pattern)
+    return xp.sum(xp.conj(G.values) * kv)

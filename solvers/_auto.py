@@ -1,12 +1,16 @@
-"""Auto: pick the algorithm from the operator's structure and the problem's hints."""
+"""Auto: pick the algorithm from the operator's structure and the problem's hints; and the
+names accepted wherever an algorithm is expected (``sv.solve(prob, "lu")``)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import linops as lo
 
-from ._direct import LU, Cholesky, cholmod_available
+from ._backend import backend_of_problem, is_hermitian, precision
+from ._direct import LU, Cholesky
+from ._errors import HintWarning, SingularMatrixError
 from ._krylov import CG, GMRES
 from ._precond import AMG
 from ._woodbury import Woodbury, split_low_rank
@@ -19,34 +23,45 @@ class Auto:
     ================================================  =========================================
     A                                                 algorithm
     ================================================  =========================================
+    Diagonal or Identity                              elementwise division (exact, O(n))
     B + LowRank(U, V) (a Sum with one low-rank term)  Woodbury over Auto(B)
-    Dense (or small: n <= dense_max after to_dense)   Cholesky if posdef else LU (LAPACK)
-    Sparse, Hermitian posdef, n > iterative_min        CG(rtol) + AMG   (numpy backend)
-    Sparse, Hermitian posdef, CHOLMOD installed       Cholesky (CHOLMOD)
+    Dense (or n <= dense_max)                         Cholesky if posdef else LU (LAPACK)
+    Sparse, Hermitian posdef, n > iterative_min       CG(rtol) + AMG   (where AMG exists)
+    Sparse, Hermitian posdef, CHOLMOD available       Cholesky (CHOLMOD)
     Sparse, otherwise                                 LU (SuperLU; cupyx splu on cupy)
     matrix-free / lazy, Hermitian posdef              CG(rtol)
     matrix-free / lazy, otherwise                     GMRES(rtol)
     ================================================  =========================================
+
+    Hints are verified where they choose an algorithm: with ``posdef=True`` on a matrix that is
+    not Hermitian (an O(nnz) check), Auto warns (:class:`HintWarning`) and uses LU instead, so a
+    wrong hint never produces a wrong answer. (An explicit ``sv.Cholesky()`` raises instead.)
     """
 
     iterative_min: int = 2_000_000
     dense_max: int = 0
-    rtol: float = 1e-10
+    rtol: float | None = 1e-10
 
     def choose(self, A: lo.LinearOperator, prob=None):
-        from ._backend import name_of
-
         posdef = bool(prob is not None and prob.posdef)
         hermitian = bool(prob is not None and prob.hermitian)
+        if isinstance(A, (lo.Diagonal, lo.Identity)):
+            return DiagonalSolve()
         if split_low_rank(A) is not None:
             return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol))
+        stored = isinstance(A, (lo.Dense, lo.Sparse)) or A.shape[0] <= self.dense_max
+        if (posdef or hermitian) and stored and not is_hermitian(A):
+            warnings.warn(f"the problem says hermitian={prob.hermitian}, posdef={prob.posdef} but "
+                          f"A is not Hermitian; solving with LU instead", HintWarning,
+                          stacklevel=4)
+            posdef = hermitian = False
         if isinstance(A, lo.Dense) or A.shape[0] <= self.dense_max:
             return Cholesky() if posdef else LU()
         if isinstance(A, lo.Sparse):
-            numpy_backend = name_of(A) == "numpy"
-            if posdef and A.shape[0] > self.iterative_min and numpy_backend:
+            be = backend_of_problem(A)
+            if posdef and A.shape[0] > self.iterative_min and be.capability("amg") is None:
                 return CG(rtol=self.rtol, precond=AMG())
-            if posdef and name_of(A) != "cupy" and cholmod_available():
+            if posdef and be.capability("sparse_cholesky") is None:
                 return Cholesky()
             return LU()
         if posdef and hermitian:
@@ -55,3 +70,83 @@ class Auto:
 
     def setup(self, A, prob):
         return self.choose(A, prob).setup(A, prob)
+
+
+@dataclass(frozen=True)
+class DiagonalSolve:
+    """x = b / d for a Diagonal (or Identity) operator: exact, O(n) per solve; adjoint divides by
+    conj(d). A zero diagonal entry raises SingularMatrixError naming it."""
+
+    def setup(self, A, prob):
+        return _DiagonalFactor(A)
+
+
+class _DiagonalFactor:
+    kind = "diagonal"
+
+    def __init__(self, A):
+        be = backend_of_problem(A)
+        if isinstance(A, lo.Identity):
+            self.d = None
+        else:
+            import numpy as np
+
+            from linops.internals import to_numpy
+
+            d = A.d
+            bad = to_numpy(be.xp.abs(d) == 0)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                raise SingularMatrixError(f"the diagonal matrix has a zero at A[{k}, {k}]; it is "
+                                          f"singular")
+            self.d = d.astype(precision(d.dtype)) if d.dtype != precision(d.dtype) else d
+        self.be = be
+        self.iterations = 0
+
+    def solve(self, B, trans: str):
+        xp = self.be.xp if self.d is not None else None
+        if self.d is None:
+            return B * 1
+        d = self.d if trans == "N" else (xp.conj(self.d) if trans == "H" else self.d)
+        return B / d[:, None]
+
+    def refactor(self, A):
+        return _DiagonalFactor(A)
+
+
+def _algorithms() -> dict:
+    from . import _direct, _krylov, _precond
+
+    table = {"auto": Auto, "lu": _direct.LU, "cholesky": _direct.Cholesky, "cg": _krylov.CG,
+             "minres": _krylov.MINRES, "gmres": _krylov.GMRES, "bicgstab": _krylov.BiCGStab,
+             "amg": _precond.AMG, "woodbury": Woodbury, "diagonal": DiagonalSolve}
+    try:
+        from ._pardiso import Pardiso
+
+        table["pardiso"] = Pardiso
+    except ImportError:
+        pass
+    try:
+        from ._petsc import PETSc
+
+        table["petsc"] = PETSc
+    except ImportError:
+        pass
+    return table
+
+
+def resolve_algorithm(alg):
+    """An algorithm object from ``alg``: None (Auto), an algorithm, or a name such as "lu"."""
+    if alg is None:
+        return Auto()
+    if isinstance(alg, str):
+        table = _algorithms()
+        key = alg.strip().lower().replace("-", "").replace("_", "")
+        if key not in table:
+            raise ValueError(f"unknown algorithm {alg!r}; names: {', '.join(sorted(table))} "
+                             f"(or pass an object such as sv.CG(rtol=1e-10, precond=sv.AMG()))")
+        return table[key]()
+    if not callable(getattr(alg, "setup", None)):
+        raise TypeError(f"alg must be a solvers algorithm (sv.LU(), sv.CG(...), ...) or its name, "
+                        f"got {type(alg).__name__}: {alg!r}")
+    return alg

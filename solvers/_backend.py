@@ -1,8 +1,8 @@
-"""Per-backend access to matrices and linear-algebra modules for the solvers.
+"""What every solver needs from the backend table: the problem's backend, precision-aware
+tolerances, right-hand-side casting, finiteness checks and the Hermitian check.
 
-numpy: scipy. cupy: cupyx.scipy (sparse LU: cupyx ``splu``, which factorizes on the HOST with
-SuperLU and solves on the GPU). jax: dense through jax.scipy; sparse through the scipy path on
-host copies (outside ``jax.jit``; the traced path lives in ``adjoints.jax``).
+All backend-specific calls go through ``linops.internals.Backend`` (the table); nothing here
+branches on the backend.
 """
 
 from __future__ import annotations
@@ -10,44 +10,70 @@ from __future__ import annotations
 import numpy as np
 
 import linops as lo
-from linops._backend import backend_name, namespace, to_numpy
-from linops._pytree_util import array_leaves
+from linops.internals import Backend, array_leaves, backend_of, to_numpy
+
+from ._errors import NonFiniteInputError, NotHermitianError
+
+SINGLE = (np.dtype(np.float32), np.dtype(np.complex64))
 
 
-
-def xp_of(A: lo.LinearOperator):
-    return namespace(*array_leaves(A))
-
-
-def name_of(A: lo.LinearOperator) -> str:
-    return backend_name(xp_of(A))
+def backend_of_problem(A: lo.LinearOperator, *arrays) -> Backend:
+    """The backend of A's arrays and the given right-hand sides (a MatrixFree operator holds no
+    arrays, so its right-hand side decides)."""
+    return backend_of(*array_leaves(A, patterns=False), *arrays)
 
 
-def dense_linalg(xp):
-    name = backend_name(xp)
-    if name == "numpy":
-        import scipy.linalg as la
-    elif name == "cupy":
-        import cupyx.scipy.linalg as la
+def precision(dtype) -> np.dtype:
+    """The working (factor) dtype for an operator of ``dtype``: float32/64, complex64/128.
+    Integer and boolean operators work in float64."""
+    dt = np.dtype(dtype)
+    return dt if dt.kind in "fc" and dt.itemsize >= 4 else np.dtype(np.float64)
+
+
+def eps(dtype) -> float:
+    return float(np.finfo(precision(dtype)).eps)
+
+
+def is_single(dtype) -> bool:
+    return precision(dtype) in SINGLE
+
+
+def rcond_tol(dtype) -> float:
+    """Default singularity threshold for pivots / reciprocal condition estimates: 1e3·eps in
+    double precision (≈2.2e-13: fewer than ~3 digits left), 1e2·eps in single (≈1.2e-5)."""
+    return (1e2 if is_single(dtype) else 1e3) * eps(dtype)
+
+
+def hermitian_tol(dtype) -> float:
+    """max|A − Aᴴ| allowed, relative to max|A|, for algorithms that need a Hermitian A."""
+    return 1e-4 if is_single(dtype) else 1e-10
+
+
+def default_rtol(dtype) -> float:
+    """Iterative methods' default relative tolerance: 1e-8 (double), 1e-5 (single)."""
+    return 1e-5 if is_single(dtype) else 1e-8
+
+
+def cast_rhs(B, factor_dtype):
+    """B in the factor's precision (a complex B stays complex; see ``split_complex``)."""
+    fd = precision(factor_dtype)
+    if np.dtype(B.dtype).kind == "c" and fd.kind != "c":
+        target = np.result_type(fd, np.complex64)
     else:
-        import jax.scipy.linalg as la
-    return la
+        target = fd
+    return B if np.dtype(B.dtype) == target else B.astype(target)
 
 
-def host_csr(A: lo.Sparse):
-    """scipy CSR with host values (a device->host copy for cupy/jax values)."""
-    import scipy.sparse as sp
-
-    p = A.pattern
-    return sp.csr_matrix((to_numpy(A.values), p.indices, p.indptr), shape=A.shape)
-
-
-def device_csr(A: lo.Sparse):
-    import cupy
-    import cupyx.scipy.sparse as csp
-
-    p = A.pattern
-    return csp.csr_matrix((A.values, p.on(cupy, "indices"), p.on(cupy, "indptr")), shape=A.shape)
+def split_complex(fn, B, factor_dtype):
+    """Apply a solve ``fn`` of a REAL factorization to a possibly complex B (real and imaginary
+    parts separately: SuperLU, CHOLMOD, spilu and pyamg refuse mixed dtypes)."""
+    if np.dtype(B.dtype).kind == "c" and precision(factor_dtype).kind != "c":
+        xp = backend_of(B).xp
+        re, im = xp.real(B), xp.imag(B)
+        if isinstance(B, np.ndarray):
+            re, im = np.ascontiguousarray(re), np.ascontiguousarray(im)
+        return fn(re) + 1j * fn(im)
+    return fn(B)
 
 
 def as_dense_array(A: lo.LinearOperator):
@@ -57,25 +83,70 @@ def as_dense_array(A: lo.LinearOperator):
 
 
 def finite_or_raise(x, name: str) -> None:
-    """ValueError naming the first non-finite entry of x (host check; cheap, vectorised)."""
-    xp = namespace(x)
-    ok = xp.isfinite(x)
-    if bool(xp.all(ok)):
+    """NonFiniteInputError naming the first non-finite entry of x (vectorised, cheap)."""
+    be = backend_of(x)
+    ok = be.xp.isfinite(x)
+    if bool(be.xp.all(ok)):
         return
     bad = np.flatnonzero(~to_numpy(ok).reshape(-1))
     k = int(bad[0])
     idx = np.unravel_index(k, tuple(x.shape))
     val = to_numpy(x).reshape(-1)[k]
-    raise ValueError(f"{name} contains {val} at index {tuple(int(i) for i in idx)} "
-                     f"({bad.size} non-finite entries); check_finite=False skips this check")
+    raise NonFiniteInputError(f"{name} contains {val} at index {tuple(int(i) for i in idx)} "
+                              f"({bad.size} non-finite entries); check_finite=False skips this "
+                              f"check")
 
 
-def split_complex(fn, B, factor_dtype):
-    """Apply a host solve ``fn`` of a REAL factorization to a possibly complex B (real and
-    imaginary parts separately: SuperLU, CHOLMOD, spilu and pyamg refuse mixed dtypes)."""
-    if np.dtype(B.dtype).kind == "c" and np.dtype(factor_dtype).kind != "c":
-        xp = namespace(B)
-        if xp is np:
-            return fn(np.ascontiguousarray(B.real)) + 1j * fn(np.ascontiguousarray(B.imag))
-        return fn(xp.real(B)) + 1j * fn(xp.imag(B))
-    return fn(B)
+def check_finite_operator(A: lo.LinearOperator) -> None:
+    """NonFiniteInputError naming the first NaN/Inf stored in A (its row and column for Sparse)."""
+    for a in array_leaves(A, patterns=False):
+        if not np.issubdtype(np.dtype(a.dtype), np.inexact):
+            continue
+        be = backend_of(a)
+        if bool(be.xp.all(be.xp.isfinite(a))):
+            continue
+        if isinstance(A, lo.Sparse) and a is A.values:
+            k = int(np.flatnonzero(~np.isfinite(to_numpy(a)))[0])
+            r, c = int(A.pattern.rows[k]), int(A.pattern.indices[k])
+            raise NonFiniteInputError(f"A contains {to_numpy(a)[k]} at stored entry {k} (row {r}, "
+                                      f"column {c}); check_finite=False skips this check")
+        finite_or_raise(a, "A")
+
+
+def hermitian_defect(A: lo.LinearOperator) -> tuple[float, float, tuple[int, int] | None]:
+    """(max|A − Aᴴ|, max|A|, position of the largest defect). O(nnz) for Sparse (a pattern that
+    is not symmetric counts as a defect of the unmatched entry), O(n²) otherwise."""
+    if isinstance(A, lo.Sparse):
+        v = to_numpy(A.values)
+        scale = float(np.abs(v).max(initial=0.0))
+        AH = A.adjoint()
+        if AH.pattern != A.pattern:
+            S = A.to_scipy()
+            D = (S - S.conj().T).tocoo()
+            k = int(np.argmax(np.abs(D.data))) if D.nnz else 0
+            return (float(np.abs(D.data).max(initial=0.0)), scale,
+                    (int(D.row[k]), int(D.col[k])) if D.nnz else None)
+        d = np.abs(to_numpy(AH.values) - v)
+        k = int(np.argmax(d)) if d.size else 0
+        pos = (int(A.pattern.rows[k]), int(A.pattern.indices[k])) if d.size else None
+        return float(d.max(initial=0.0)), scale, pos
+    a = to_numpy(as_dense_array(A))
+    d = np.abs(a - a.conj().T)
+    k = np.unravel_index(int(np.argmax(d)), d.shape) if d.size else None
+    return float(d.max(initial=0.0)), float(np.abs(a).max(initial=0.0)), \
+        (tuple(int(i) for i in k) if k is not None else None)
+
+
+def is_hermitian(A: lo.LinearOperator) -> bool:
+    defect, scale, _ = hermitian_defect(A)
+    return defect <= hermitian_tol(A.dtype) * max(scale, 1e-300)
+
+
+def require_hermitian(A: lo.LinearOperator, who: str) -> None:
+    """NotHermitianError with the size and position of the largest defect."""
+    defect, scale, pos = hermitian_defect(A)
+    if defect > hermitian_tol(A.dtype) * max(scale, 1e-300):
+        raise NotHermitianError(
+            f"{who} needs a Hermitian matrix, but max|A - Aᴴ| = {defect:.3g} at {pos} "
+            f"(max|A| = {scale:.3g}, allowed {hermitian_tol(A.dtype):.0e} relative); use "
+            f"sv.LU() or sv.GMRES(). The hints hermitian=/posdef= never switch this check off")

@@ -1,29 +1,40 @@
-"""Direct solvers: LU and Cholesky, dense and sparse. One factorization serves A, Aᵀ and Aᴴ."""
+"""Direct solvers: LU and Cholesky, dense and sparse. One factorization serves A, Aᵀ and Aᴴ.
+
+Backend-specific calls (LAPACK module, SuperLU module, native CSR, host/device moves) come from
+the backend table; the factors here are written once for all backends.
+"""
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 import linops as lo
-from linops._backend import backend_name, to_numpy
+from linops.internals import to_numpy
 
-from ._backend import as_dense_array, dense_linalg, device_csr, host_csr, split_complex, xp_of
-from ._errors import BackendNotSupported, SingularMatrixError, SolveError
+from ._backend import (as_dense_array, backend_of_problem, cast_rhs, precision, rcond_tol,
+                       require_hermitian, split_complex)
+from ._errors import SingularMatrixError
 
 _TRANS = {"N": 0, "T": 1, "H": 2}
 
 
-RCOND_TOL = 1e3 * np.finfo(np.float64).eps  # ≈ 2.2e-13: fewer than ~3 correct digits left
+def _check_rtol(value, name: str) -> None:
+    if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)
+                                  and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0 (or None for the default), got "
+                         f"{name}={value!r}")
 
 
-def _pivot_check(pivots, n: int, rtol: float | None, what: str) -> None:
-    """Raise SingularMatrixError when min|pivot| <= rtol·max|pivot| (rtol default RCOND_TOL)."""
+def _pivot_check(pivots, dtype, rtol: float | None, what: str) -> None:
+    """SingularMatrixError when min|pivot| <= rtol·max|pivot| (rtol default: ``rcond_tol``)."""
     d = np.abs(to_numpy(pivots))
     if d.size == 0:
         return
-    rtol = RCOND_TOL if rtol is None else rtol
+    rtol = rcond_tol(dtype) if rtol is None else rtol
     dmax, dmin = d.max(), d.min()
     if not np.isfinite(dmax) or dmin <= rtol * dmax:
         k = int(np.argmin(d))
@@ -34,156 +45,128 @@ def _pivot_check(pivots, n: int, rtol: float | None, what: str) -> None:
             f"or regularise; pivot_rtol=0 disables this check")
 
 
-def _check_hermitian(A: lo.LinearOperator, what: str) -> None:
-    xp = xp_of(A)
-    if isinstance(A, lo.Sparse):
-        AH = A.adjoint()
-        if AH.pattern != A.pattern:
-            raise SolveError(f"{what} needs a Hermitian matrix, but A's pattern is not symmetric; "
-                             f"use LU (or pass hermitian=True if you know better)")
-        diff = float(xp.max(xp.abs(AH.values - A.values))) if A.pattern.nnz else 0.0
-        scale = float(xp.max(xp.abs(A.values))) if A.pattern.nnz else 0.0
-    else:
-        a = as_dense_array(A)
-        diff = float(xp.max(xp.abs(a - xp.conj(a).T)))
-        scale = float(xp.max(xp.abs(a)))
-    if diff > 1e-10 * max(scale, 1e-300):
-        raise SolveError(f"{what} needs a Hermitian matrix, but max|A - Aᴴ| = {diff:.3g} "
-                         f"(max|A| = {scale:.3g}); use LU")
-
-
 # ----- LU ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LU:
-    """LU factorization. Dense: LAPACK getrf (scipy / jax.scipy / cupyx). Sparse: SuperLU
-    (``splu``; on cupy the cupyx ``splu``, which factorizes on the host and solves on the GPU).
+    """LU factorization with partial pivoting; one factorization serves A, Aᵀ and Aᴴ solves.
 
-    Adjoint/transpose solves reuse the factors (``trans='H'/'T'``). Numeric refactorization of a
-    sparse matrix on the same pattern reuses the column ordering (COLAMD runs once).
-    ``pivot_rtol``: a dense pivot below pivot_rtol·max|pivot|, or for SuperLU a reciprocal
-    condition estimate below it (one extra solve), means singular (default 1e3·eps ≈ 2.2e-13).
+    Dense: LAPACK getrf (scipy / jax.scipy / cupyx). Sparse: SuperLU (``splu``; on cupy the
+    cupyx ``splu``, which factorizes on the host and solves on the GPU). Adjoint/transpose
+    solves reuse the factors (``trans='H'/'T'``). ``update`` with the same pattern refactorizes
+    numerically in the column order found by the first factorization (COLAMD runs once).
+
+    Parameters
+    ----------
+    pivot_rtol : float, optional
+        A dense pivot below pivot_rtol·max|pivot|, or for SuperLU a reciprocal condition
+        estimate below it (one extra solve), means singular. Default: 1e3·eps in double
+        precision (≈2.2e-13), 1e2·eps in single (≈1.2e-5). 0 disables the check.
+
+    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent.
+
+    >>> import numpy as np, solvers as sv
+    >>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]])), sv.LU())
+    >>> cache.solve(np.array([1.0, 2.0])).round(3).tolist()
+    [0.1, 0.6]
     """
 
     pivot_rtol: float | None = None
 
+    def __post_init__(self):
+        _check_rtol(self.pivot_rtol, "pivot_rtol")
+
     def setup(self, A: lo.LinearOperator, prob) -> "object":
+        be = backend_of_problem(A)
         if isinstance(A, lo.Sparse):
-            if backend_name(xp_of(A)) == "cupy":
-                return _CupySuperLU(A, self.pivot_rtol)
-            return _SuperLU(A, self.pivot_rtol)
-        return _DenseLU(A, self.pivot_rtol)
+            be.require("sparse_lu", "sparse LU")
+            return _SparseLU(A, be, self.pivot_rtol)
+        be.require("dense_lu", "dense LU")
+        return _DenseLU(A, be, self.pivot_rtol)
 
 
 class _DenseLU:
     kind = "dense LU"
 
-    def __init__(self, A, pivot_rtol):
-        self.xp = xp_of(A)
-        self.la = dense_linalg(self.xp)
+    def __init__(self, A, be, pivot_rtol):
+        self.be, self.pivot_rtol = be, pivot_rtol
         a = as_dense_array(A)
-        if backend_name(self.xp) == "numpy":
-            import warnings
-
-            with warnings.catch_warnings():  # scipy warns on an exact zero pivot; we raise below
-                warnings.simplefilter("ignore")
-                self.lu_piv = self.la.lu_factor(a, check_finite=False)
-        else:
-            self.lu_piv = self.la.lu_factor(a)
-        _pivot_check(self.xp.diagonal(self.lu_piv[0]), A.shape[0], pivot_rtol, "LU")
-        self.pivot_rtol = pivot_rtol
+        self.dtype = precision(a.dtype)
+        a = a.astype(self.dtype) if np.dtype(a.dtype) != self.dtype else a
+        with warnings.catch_warnings():  # scipy warns on an exact zero pivot; we raise below
+            warnings.simplefilter("ignore")
+            self.lu_piv = be.linalg.lu_factor(a, check_finite=False)
+        _pivot_check(be.xp.diagonal(self.lu_piv[0]), self.dtype, pivot_rtol, "LU")
         self.iterations = 0
 
     def solve(self, B, trans: str):
-        return self.la.lu_solve(self.lu_piv, B, trans=_TRANS[trans])
+        def run(R):
+            return self.be.linalg.lu_solve(self.lu_piv, R, trans=_TRANS[trans], check_finite=False)
+
+        return split_complex(run, cast_rhs(B, self.dtype), self.dtype)
 
     def refactor(self, A):
-        return _DenseLU(A, self.pivot_rtol)
+        return _DenseLU(A, self.be, self.pivot_rtol)
 
 
-class _SuperLU:
-    kind = "SuperLU"
+class _SparseLU:
+    """SuperLU through the backend's sparse module. ``order``: the column order of a previous
+    factorization of the same pattern (numeric refactorization: SuperLU keeps no symbolic
+    factorization, so we keep its fill-reducing column order and factor A[:, order] with
+    ``permc_spec='NATURAL'``; partial row pivoting is redone)."""
 
-    def __init__(self, A: lo.Sparse, pivot_rtol, colperm=None):
-        import scipy.sparse.linalg as spl
-
-        self.out_xp = xp_of(A)  # jax values: host factorization, results back as jax arrays
-        csc = host_csr(A).tocsc()
-        self.dtype = csc.dtype
-        self.colperm = colperm
+    def __init__(self, A: lo.Sparse, be, pivot_rtol, order=None):
+        self.be, self.pivot_rtol = be, pivot_rtol
+        self.kind = "SuperLU" if be.host_factors else "cupyx SuperLU (host factorization, GPU solves)"
+        self.dtype = precision(A.dtype)
+        csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype)
+        reuse = order is not None and be.host_factors
         try:
-            if colperm is None:
-                self.lu = spl.splu(csc, permc_spec="COLAMD")
+            if reuse:
+                self.lu = be.sparse_linalg.splu(csc[:, order], permc_spec="NATURAL")
+                self.order = order
             else:
-                self.lu = spl.splu(csc[:, colperm], permc_spec="NATURAL")
+                self.lu = be.sparse_linalg.splu(csc, permc_spec="COLAMD")
+                # SuperLU factors Pr·A·Pc = L·U with Pc[i, perm_c[i]] = 1, i.e. A·Pc takes its
+                # column j from column argsort(perm_c)[j] of A: that is the column order
+                self.order = np.argsort(to_numpy(self.lu.perm_c)) if be.host_factors else None
         except RuntimeError as e:
             raise SingularMatrixError(f"SuperLU: {e}; the matrix has a zero pivot (a zero column "
                                       f"or a singular block). Check boundary conditions") from None
-        self.pivot_rtol = pivot_rtol
-        _growth_check(self, A, pivot_rtol, "SuperLU")
+        self.reordered = reuse
         self.iterations = 0
+        _growth_check(self, A, pivot_rtol, self.kind)
 
     def solve(self, B, trans: str):
-        X = split_complex(lambda R: self._solve(R, trans), _host_in(B, self.dtype), self.dtype)
-        return X if self.out_xp is np else self.out_xp.asarray(X)
+        be = self.be
+        Bf = cast_rhs(be.to_host(B) if be.host_factors else B, self.dtype)
+        X = split_complex(lambda R: self._solve(R, trans), Bf, self.dtype)
+        return be.from_host(X) if be.host_factors else X
 
-    def _solve(self, Bh, trans):
-        if self.colperm is None:
-            return self.lu.solve(np.asarray(Bh, order="F"), trans=trans)
-        if trans == "N":
-            Y = self.lu.solve(np.asarray(Bh, order="F"), trans="N")
+    def _solve(self, R, trans):
+        if not self.reordered:
+            return self.lu.solve(R if not self.be.host_factors else np.asfortranarray(R),
+                                 trans=trans)
+        if trans == "N":  # A[:, order] y = b  ->  x[order] = y
+            Y = self.lu.solve(np.asfortranarray(R), trans="N")
             X = np.empty_like(Y)
-            X[self.colperm] = Y
+            X[self.order] = Y
             return X
-        return self.lu.solve(np.asarray(Bh[self.colperm], order="F"), trans=trans)
+        return self.lu.solve(np.asfortranarray(R[self.order]), trans=trans)
 
     def refactor(self, A):
-        perm = self.lu.perm_c if self.colperm is None else self.colperm[self.lu.perm_c]
-        return _SuperLU(A, self.pivot_rtol, colperm=np.asarray(perm))
-
-
-class _CupySuperLU:
-    kind = "cupyx SuperLU (host factorization, GPU solves)"
-
-    def __init__(self, A: lo.Sparse, pivot_rtol):
-        import cupyx.scipy.sparse.linalg as cspl
-
-        try:
-            self.lu = cspl.splu(device_csr(A).tocsc())
-        except RuntimeError as e:
-            raise SingularMatrixError(f"cupyx splu: {e}; the matrix has a zero pivot") from None
-        self.pivot_rtol = pivot_rtol
-        self.iterations = 0
-        _growth_check(self, A, pivot_rtol, "cupyx splu")
-
-    def solve(self, B, trans: str):
-        return self.lu.solve(B, trans=trans)
-
-    def refactor(self, A):
-        return _CupySuperLU(A, self.pivot_rtol)
-
-
-def _host_in(B, dtype):
-    """Host copy of B in the factor's precision (complex B stays complex: split_complex)."""
-    Bh = to_numpy(B)
-    kind = "c" if np.dtype(Bh.dtype).kind == "c" else np.dtype(dtype).kind
-    target = np.result_type(np.dtype(dtype), np.complex64) if kind == "c" else np.dtype(dtype)
-    if np.dtype(dtype).kind == "c" or kind != "c":
-        target = np.dtype(dtype) if np.dtype(dtype).kind == kind else target
-    return Bh.astype(target, copy=False)
+        return _SparseLU(A, self.be, self.pivot_rtol, order=self.order)
 
 
 def _growth_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> None:
     """Reciprocal-condition estimate from one solve with a fixed random vector:
     rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞). SuperLU exposes its pivots only by copying all of U (as
     expensive as the factorization), so this costs one triangular solve pair instead."""
-    rtol = RCOND_TOL if rtol is None else rtol
+    rtol = rcond_tol(A.dtype) if rtol is None else rtol
     if rtol <= 0 or A.shape[0] == 0:
         return
-    r = np.random.default_rng(12345).standard_normal((A.shape[0], 1))
-    xp = xp_of(A)
-    x = to_numpy(factor.solve(r if backend_name(xp) != "cupy" else xp.asarray(r), "N"))
-    anorm = np.abs(to_numpy(A.values))
-    anorm = np.bincount(A.pattern.rows, anorm, minlength=A.shape[0]).max()
+    r = np.random.default_rng(12345).standard_normal((A.shape[0], 1)).astype(factor.dtype)
+    x = to_numpy(factor.solve(factor.be.from_host(r), "N"))
+    anorm = np.bincount(A.pattern.rows, np.abs(to_numpy(A.values)), minlength=A.shape[0]).max()
     xmax = np.abs(x).max()
     if not np.isfinite(xmax) or np.abs(r).max() <= rtol * anorm * xmax:
         est = np.abs(r).max() / (anorm * xmax) if np.isfinite(xmax) and xmax else 0.0
@@ -199,115 +182,119 @@ def _growth_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> None:
 class Cholesky:
     """Cholesky A = L Lᴴ for Hermitian positive definite A.
 
-    Dense: LAPACK potrf (scipy / jax.scipy / cupyx). Sparse: CHOLMOD via scikit-sparse, whose
-    symbolic analysis (fill-reducing ordering) is kept for numeric refactorizations; without
+    Dense: ``xp.linalg.cholesky`` + triangular solves (numpy / jax / cupy). Sparse: CHOLMOD via
+    scikit-sparse (numpy, and jax arrays on the host), whose symbolic analysis (fill-reducing
+    ordering) is kept for numeric refactorizations; CHOLMOD computes in float64/complex128 (a
+    float32 matrix is factorized in double and results are returned in float32). Without
     scikit-sparse a sparse matrix raises BackendNotSupported naming the install.
+
+    A is checked to be Hermitian first (O(nnz) for sparse, O(n²) for dense) and a non-Hermitian A
+    raises NotHermitianError — the ``hermitian=``/``posdef=`` hints of the problem never switch
+    this off (only ``check_hermitian=False`` does, for callers who checked themselves). A
+    failed factorization (not positive definite, or a tiny pivot) raises SingularMatrixError.
     Adjoint solves are the same solve (A = Aᴴ); transpose solves conjugate.
-    A failed factorization (not positive definite, or a tiny pivot) raises SingularMatrixError.
+
+    >>> import numpy as np, solvers as sv
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> sv.init(sv.LinearProblem(A), sv.Cholesky()).solve(np.ones(2)).round(4).tolist()
+    [0.1818, 0.2727]
     """
 
     pivot_rtol: float | None = None
     check_hermitian: bool = True
 
+    def __post_init__(self):
+        _check_rtol(self.pivot_rtol, "pivot_rtol")
+
     def setup(self, A: lo.LinearOperator, prob):
-        if self.check_hermitian and not (prob is not None and prob.hermitian):
-            _check_hermitian(A, "Cholesky")
+        if self.check_hermitian:
+            require_hermitian(A, "Cholesky")
+        be = backend_of_problem(A)
         if isinstance(A, lo.Sparse):
-            if backend_name(xp_of(A)) == "cupy":
-                raise BackendNotSupported("sparse Cholesky on the GPU does not exist in cupyx; "
-                                          "use sv.LU() (cupyx splu) or sv.CG(precond=sv.Jacobi())")
-            return _Cholmod(A, self.pivot_rtol)
-        return _DenseCholesky(A, self.pivot_rtol)
+            be.require("sparse_cholesky", "sparse Cholesky")
+            return _Cholmod(A, be, self.pivot_rtol)
+        be.require("dense_cholesky", "dense Cholesky")
+        return _DenseCholesky(A, be, self.pivot_rtol)
 
 
 class _DenseCholesky:
-    """A = L Lᴴ through ``xp.linalg.cholesky`` and triangular solves (scipy / cupyx / jax.scipy
-    ``solve_triangular``), so the same code serves numpy, cupy and jax."""
-
     kind = "dense Cholesky"
 
-    def __init__(self, A, pivot_rtol):
-        self.xp = xp = xp_of(A)
-        self.la = dense_linalg(xp)
+    def __init__(self, A, be, pivot_rtol):
+        self.be, self.pivot_rtol = be, pivot_rtol
+        xp = be.xp
         a = as_dense_array(A)
+        self.dtype = precision(a.dtype)
+        a = a.astype(self.dtype) if np.dtype(a.dtype) != self.dtype else a
         try:
             L = xp.linalg.cholesky(a)
-        except np.linalg.LinAlgError as e:
-            raise SingularMatrixError(f"Cholesky: {e}: the matrix is singular or indefinite; use "
-                                      f"LU for indefinite matrices") from None
-        except Exception as e:  # cupy raises its own LinAlgError
+        except Exception as e:  # numpy and cupy raise their own LinAlgError
             if "LinAlgError" not in type(e).__name__:
                 raise
-            raise SingularMatrixError(f"Cholesky: {e}: the matrix is singular or indefinite") from None
+            raise SingularMatrixError(f"Cholesky: {e}: the matrix is singular or not positive "
+                                      f"definite; use LU for indefinite matrices") from None
         d = xp.diagonal(L)
-        if not bool(xp.all(xp.isfinite(d))):
+        if not bool(xp.all(xp.isfinite(d))):  # jax returns NaN instead of raising
             raise SingularMatrixError("Cholesky: the matrix is not positive definite (NaN pivot); "
                                       "use LU for indefinite matrices")
-        _pivot_check(xp.abs(d) ** 2, A.shape[0], pivot_rtol, "Cholesky")
+        _pivot_check(xp.abs(d) ** 2, self.dtype, pivot_rtol, "Cholesky")
         self.L = L
-        self.pivot_rtol = pivot_rtol
         self.iterations = 0
 
     def solve(self, B, trans: str):
-        xp, st = self.xp, self.la.solve_triangular
+        xp, st = self.be.xp, self.be.linalg.solve_triangular
         if trans == "T":
             return xp.conj(self.solve(xp.conj(B), "N"))
-        Y = st(self.L, B, lower=True)
-        return st(self.L, Y, lower=True, trans=2)
+
+        def run(R):
+            return st(self.L, st(self.L, R, lower=True), lower=True, trans=2)
+
+        return split_complex(run, cast_rhs(B, self.dtype), self.dtype)
 
     def refactor(self, A):
-        return _DenseCholesky(A, self.pivot_rtol)
+        return _DenseCholesky(A, self.be, self.pivot_rtol)
 
 
 def _cholmod():
-    try:
-        from sksparse import cholmod
-    except ImportError:
-        raise BackendNotSupported(
-            'sparse Cholesky needs CHOLMOD: pip install "linops[cholmod]" (scikit-sparse; on '
-            'Debian/Ubuntu first apt-get install libsuitesparse-dev), or use sv.LU() or '
-            'sv.CG(precond=sv.AMG())') from None
+    from sksparse import cholmod
+
     return cholmod
 
 
 class _Cholmod:
     kind = "CHOLMOD"
 
-    def __init__(self, A: lo.Sparse, pivot_rtol, symbolic=None):
+    def __init__(self, A: lo.Sparse, be, pivot_rtol, symbolic=None):
         cholmod = _cholmod()
-        self.out_xp = xp_of(A)
-        csc = host_csr(A).tocsc()
-        self.dtype = csc.dtype
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", cholmod.CholmodTypeConversionWarning)
-            self.symbolic = cholmod.analyze(csc) if symbolic is None else symbolic
-            try:
-                self.factor = self.symbolic.cholesky(csc)
-            except cholmod.CholmodNotPositiveDefiniteError as e:
-                raise SingularMatrixError(f"CHOLMOD: {e}: the matrix is singular or not positive "
-                                          f"definite; use LU for indefinite matrices") from None
-        _pivot_check(self.factor.D(), A.shape[0], pivot_rtol, "CHOLMOD")
-        self.pivot_rtol = pivot_rtol
+        self.be, self.pivot_rtol = be, pivot_rtol
+        self.out_dtype = precision(A.dtype)
+        self.dtype = np.result_type(self.out_dtype, np.float64)  # CHOLMOD: double precision
+        csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype)
+        self.symbolic = cholmod.analyze(csc) if symbolic is None else symbolic
+        try:
+            self.factor = self.symbolic.cholesky(csc)
+        except cholmod.CholmodNotPositiveDefiniteError as e:
+            raise SingularMatrixError(f"CHOLMOD: {e}: the matrix is singular or not positive "
+                                      f"definite; use LU for indefinite matrices") from None
+        _pivot_check(self.factor.D(), self.out_dtype, pivot_rtol, "CHOLMOD")
         self.iterations = 0
 
     def solve(self, B, trans: str):
-        Bh = _host_in(B, self.dtype)
+        Bh = cast_rhs(self.be.to_host(B), self.dtype)
         if trans == "T":
             Bh = np.conj(Bh)
         X = split_complex(self.factor, Bh, self.dtype)
         if trans == "T":
             X = np.conj(X)
-        return X if self.out_xp is np else self.out_xp.asarray(X)
+        X = cast_rhs(X, self.out_dtype)
+        return self.be.from_host(X)
 
     def refactor(self, A):
-        return _Cholmod(A, self.pivot_rtol, symbolic=self.symbolic)
+        return _Cholmod(A, self.be, self.pivot_rtol, symbolic=self.symbolic)
 
 
 def cholmod_available() -> bool:
-    try:
-        _cholmod()
-        return True
-    except BackendNotSupported:
-        return False
+    """True when scikit-sparse (CHOLMOD) can be imported."""
+    from linops.internals import backend_named
+
+    return backend_named("numpy").capability("sparse_cholesky") is None

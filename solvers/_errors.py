@@ -1,27 +1,46 @@
-"""Status enum and exceptions. Messages say what to do next."""
+"""Status enum, exceptions and warnings. Messages say what to do next."""
 
 from __future__ import annotations
 
 import enum
 
-from linops._errors import BackendNotSupported as BackendNotSupported
+from linops.internals import BackendNotSupported as BackendNotSupported
 
 
 class Status(enum.Enum):
-    SUCCESS = "solved"
+    """How a solve ended. ``SUCCESS`` and ``ACCURACY_LIMIT`` are results; the rest are failures
+    (raised as the matching :class:`SolveError`, or returned with ``throw=False``)."""
+
+    SUCCESS = "solved to the requested tolerance"
+    ACCURACY_LIMIT = ("accepted at the limit of attainable accuracy: the true residual is above "
+                      "the requested tolerance but at the rounding-error level of this precision "
+                      "(the iterate is as accurate as the arithmetic allows); ask for a looser "
+                      "rtol, or use float64 / a better-conditioned formulation for more digits")
     SINGULAR = ("the matrix is singular to working precision (zero or tiny pivot); check boundary "
                 "conditions / constraints (e.g. a pure-Neumann problem needs a fixed dof), or "
                 "regularise")
-    MAX_ITERATIONS = ("the Krylov method did not reach the tolerance within maxiter; add or "
+    NOT_HERMITIAN = ("the algorithm needs a Hermitian matrix and A is not one; use sv.LU() or "
+                     "sv.GMRES() (hints such as posdef=True never switch this check off)")
+    MAX_ITERATIONS = ("the iterative method did not reach the tolerance within maxiter; add or "
                       "strengthen a preconditioner (AMG, ILU), raise maxiter, or use a direct "
                       "solver (LU, Cholesky)")
+    STAGNATION = ("the iterative method stopped improving the true residual above both the "
+                  "tolerance and the attainable accuracy (its own residual estimate drifted "
+                  "away from the true one); check that the preconditioner matches the method "
+                  "(CG needs a Hermitian positive definite M), or use GMRES or a direct solver")
     BREAKDOWN = ("the Krylov method broke down (illegal input or a zero inner product); the "
                  "matrix may be indefinite or singular: try GMRES or a direct solver")
     NONFINITE = "the solve produced NaN/Inf; the matrix is singular or badly scaled"
+    NONFINITE_INPUT = "the input (A or the right-hand side) contains NaN/Inf"
 
     @property
     def message(self) -> str:
         return self.value
+
+    @property
+    def ok(self) -> bool:
+        """True for the statuses that carry a usable result."""
+        return self in (Status.SUCCESS, Status.ACCURACY_LIMIT)
 
 
 class SolveError(RuntimeError):
@@ -41,9 +60,25 @@ class SingularMatrixError(SolveError):
     status = Status.SINGULAR
 
 
+class NotHermitianError(SolveError, ValueError):
+    """An algorithm that needs a Hermitian matrix (Cholesky) got one that is not."""
+
+    status = Status.NOT_HERMITIAN
+
+
+class NonFiniteInputError(SolveError, ValueError):
+    """A or a right-hand side contains NaN or Inf; the message names the first offending entry."""
+
+    status = Status.NONFINITE_INPUT
+
+
 class ConvergenceError(SolveError):
-    """An iterative method stopped before reaching the tolerance. ``history`` holds the
-    relative residual norms per iteration; ``iterate`` the last iterate."""
+    """An iterative method stopped before reaching the tolerance.
+
+    ``history``: the residual norms relative to ‖b‖ that the method reported (GMRES: its
+    preconditioned residual per inner iteration; the others report none), followed by the true
+    relative residual of the final iterate. ``iterate``: the last iterate (not a solution).
+    """
 
     status = Status.MAX_ITERATIONS
 
@@ -51,3 +86,12 @@ class ConvergenceError(SolveError):
         super().__init__(message, status)
         self.history = list(history)
         self.iterate = iterate
+
+
+class StaleSolutionError(RuntimeError):
+    """A solution is used with a cache whose A has changed since (``update``), so the pair
+    (solution, factorization) would mix two matrices. Solve again, then pull back."""
+
+
+class HintWarning(UserWarning):
+    """A hint (``hermitian=``, ``posdef=``) does not hold for A; the solve ignored it."""

@@ -1,32 +1,70 @@
-"""Krylov solvers delegating to scipy.sparse.linalg / cupyx.scipy.sparse.linalg /
-jax.scipy.sparse.linalg, with a preconditioner set up once per cache.
+"""Iterative solvers: CG, MINRES, GMRES, BiCGStab (the backend's Krylov module: scipy, cupyx or
+jax.scipy) and the standalone AMG cycle, with one acceptance policy for all of them.
 
-Every run ends with a check of the TRUE residual ‖b − A x‖ ≤ max(rtol‖b‖, atol) (the method is
-restarted from its iterate up to 3 times when its own stopping test was looser); an iterate
-that still fails raises ConvergenceError with the residual history, never returns silently.
-Adjoint solves run the method on Aᴴ with Mᴴ; transpose solves are conj(Aᴴ-solve(conj c)).
+Acceptance policy (what a returned iterate means)
+-------------------------------------------------
+1. The method runs with its own stopping test at ``rtol`` (scipy's GMRES tests the
+   left-preconditioned residual, CG/BiCGStab a recursively updated residual, MINRES a residual
+   estimate).
+2. The TRUE residual r = ‖b − A x‖ is computed once (one product with A).
+3. If r > tol = max(rtol·‖b‖, atol) although the method claimed convergence, it is restarted from
+   x with a tighter internal tolerance, at most ``RESTARTS`` times and only while each restart
+   at least halves r (otherwise it has stagnated).
+4. The result is **accepted** with ``Status.SUCCESS`` when r ≤ tol, and with
+   ``Status.ACCURACY_LIMIT`` when r is within the attainable accuracy of the arithmetic,
+   r ≤ c·√n·eps·(‖|A||x|‖ + ‖b‖) (c = ``ATTAINABLE``): rounding alone produces residuals of that
+   size, so no iterate can do better in this precision. Anything else raises
+   :class:`ConvergenceError` with ``Status.MAX_ITERATIONS`` (the method ran out of iterations)
+   or ``Status.STAGNATION`` (it claimed convergence, the true residual disagrees and restarts
+   do not help) — never a silently wrong iterate.
+
+No per-iteration residual is computed (that would cost one more product with A per iteration):
+``history`` holds what the method reports for free (GMRES: preconditioned residual norms).
+
+Adjoint solves (Aᴴλ = c): CG and MINRES (Hermitian A) run the same method with the same (Hermitian)
+preconditioner. GMRES and BiCGStab run on the exact adjoint of the forward preconditioned
+operator: Aᴴ Mᴴ y = c, λ = Mᴴ y (right preconditioning with Mᴴ), so they converge like the
+forward solve and test the true adjoint residual. Transpose solves are conj(Aᴴ-solve(conj c)).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import linops as lo
-from linops._backend import backend_name, to_numpy
+from linops.internals import to_numpy
 
-from ._backend import host_csr, split_complex, xp_of
-from ._errors import BackendNotSupported, ConvergenceError, Status
+from ._backend import backend_of_problem, default_rtol, eps, precision, split_complex
+from ._errors import ConvergenceError, Status
 
-SLACK = 1.0
 RESTARTS = 4
+ATTAINABLE = 16.0
+
+
+def default_maxiter(n: int) -> int:
+    """Iterations allowed when ``maxiter`` is None: 10·n, at most 20 000."""
+    return int(min(10 * max(n, 1), 20_000))
+
+
+def _check_spec(spec) -> None:
+    for name in ("rtol", "atol"):
+        v = getattr(spec, name)
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"{type(spec).__name__}: {name} must be a finite number >= 0, got "
+                             f"{name}={v!r}")
+    m = spec.maxiter
+    if m is not None and not (isinstance(m, (int, np.integer)) and m > 0):
+        raise ValueError(f"{type(spec).__name__}: maxiter must be a positive integer (or None), "
+                         f"got maxiter={m!r}")
 
 
 @dataclass(frozen=True)
 class _Krylov:
-    rtol: float = 1e-8
+    rtol: float | None = None
     atol: float = 0.0
     maxiter: int | None = None
     x0: Any = None
@@ -34,186 +72,285 @@ class _Krylov:
 
     method = ""
 
+    def __post_init__(self):
+        _check_spec(self)
+
     def setup(self, A, prob):
-        return _IterativeFactor(self, A, prob)
+        return _KrylovFactor(self, A, prob)
+
+
+_COMMON_DOC = """
+    Parameters
+    ----------
+    rtol, atol : float
+        Stop when ‖b − A x‖ ≤ max(rtol·‖b‖, atol). ``rtol=None``: 1e-8 in double precision,
+        1e-5 in single. See the acceptance policy in ``solvers._krylov`` (results at the limit of
+        attainable accuracy are returned with ``Status.ACCURACY_LIMIT``).
+    maxiter : int, optional
+        Total iterations (products with A) allowed per right-hand side{restart_note};
+        default 10·n, at most 20 000.
+    x0 : array, optional
+        Initial guess for forward solves (adjoint solves start from zero).
+    precond : sv.AMG(), sv.ILU() or sv.Jacobi(), optional
+        Set up once, at ``init``; {precond_note}
+"""
 
 
 @dataclass(frozen=True)
 class CG(_Krylov):
-    """Conjugate gradients (Hermitian positive definite A). Preconditioner M must be HPD."""
+    __doc__ = ("""Conjugate gradients for Hermitian positive definite A. Cost per iteration: one
+    product with A and one preconditioner application.
+""" + _COMMON_DOC.format(restart_note="", precond_note="it must be Hermitian positive definite.")
+               + """
+    >>> import numpy as np, solvers as sv
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> sv.solve(sv.LinearProblem(A, np.ones(2)), sv.CG(rtol=1e-12)).u.round(4).tolist()
+    [0.1818, 0.2727]
+    """)
 
     method = "cg"
 
 
 @dataclass(frozen=True)
 class MINRES(_Krylov):
-    """MINRES (Hermitian, possibly indefinite A). Not available on jax."""
+    __doc__ = ("""MINRES for Hermitian, possibly indefinite A. Not available on jax.
+""" + _COMMON_DOC.format(restart_note="", precond_note="it must be Hermitian positive definite."))
 
     method = "minres"
 
 
 @dataclass(frozen=True)
 class GMRES(_Krylov):
-    """Restarted GMRES (general A). ``restart``: Krylov subspace size per cycle."""
+    __doc__ = ("""Restarted GMRES for general A (``restart``: Krylov subspace size per cycle; the
+    method restarts every ``restart`` iterations, which can slow or stall convergence).
+""" + _COMMON_DOC.format(restart_note=" (scipy's own maxiter counts restart cycles; we pass "
+                                      "ceil(maxiter/restart) of them)",
+                         precond_note="applied on the left for forward solves and as Mᴴ on "
+                                      "the right for adjoint solves."))
 
     restart: int = 50
     method = "gmres"
 
+    def __post_init__(self):
+        super().__post_init__()
+        if not (isinstance(self.restart, (int, np.integer)) and self.restart > 0):
+            raise ValueError(f"GMRES: restart must be a positive integer, got "
+                             f"restart={self.restart!r}")
+
 
 @dataclass(frozen=True)
 class BiCGStab(_Krylov):
-    """BiCGStab (general A). Not available on cupy."""
+    __doc__ = ("""BiCGStab for general A. Not available on cupy.
+""" + _COMMON_DOC.format(restart_note="", precond_note="applied on the right (as Mᴴ for adjoint "
+                                                       "solves)."))
 
     method = "bicgstab"
 
 
-def _module(xp):
-    name = backend_name(xp)
-    if name == "numpy":
-        import scipy.sparse.linalg as m
-    elif name == "cupy":
-        import cupyx.scipy.sparse.linalg as m
-    else:
-        import jax.scipy.sparse.linalg as m
-    return name, m
-
-
+# ----- the shared policy -------------------------------------------------------------------------
 class _IterativeFactor:
-    """The 'factorization' of an iterative method: its preconditioner(s), built once."""
+    """The 'factorization' of an iterative method: its preconditioner(s), built once, and the
+    acceptance policy. Subclasses implement ``_run``."""
 
-    def __init__(self, spec, A: lo.LinearOperator, prob, standalone_amg: bool = False):
+    hermitian_method = False
+
+    def __init__(self, spec, A: lo.LinearOperator, prob):
         self.spec, self.A, self.prob = spec, A, prob
+        self.be = backend_of_problem(A, getattr(prob, "b", None))
+        self.dtype = precision(A.dtype)
         self.hermitian = bool(prob.hermitian) if prob is not None else False
-        self.xp = xp_of(A)
         self.iterations = 0
         self.history: list[float] = []
-        self.standalone_amg = standalone_amg
-        if standalone_amg:
-            self.M = spec.build(A, self.hermitian)
-            self.kind = f"AMG solver [{self.M.summary}]"
-            return
-        name, mod = _module(self.xp)
-        if not hasattr(mod, spec.method):
-            alt = "GMRES or CG" if spec.method in ("minres", "bicgstab") else "another method"
-            raise BackendNotSupported(f"{type(spec).__name__} does not exist for the {name} "
-                                      f"backend ({mod.__name__} has no {spec.method}); use {alt}")
-        self.M = spec.precond.build(A, self.hermitian) if spec.precond is not None else None
-        self.kind = type(spec).__name__ + (f" + {self.M.summary}" if self.M is not None else "")
+        self.last_status = Status.SUCCESS
+        if spec.x0 is not None and tuple(spec.x0.shape) != (A.shape[1],):
+            from linops.internals import ShapeError
+
+            raise ShapeError(f"x0.shape={tuple(spec.x0.shape)} but A.shape={A.shape}")
 
     def refactor(self, A):
-        return _IterativeFactor(self.spec, A, self.prob, self.standalone_amg)
+        return type(self)(self.spec, A, self.prob)
 
     def solve(self, B, trans: str):
-        xp = self.xp
+        xp = self.be.xp
         if trans == "T":
             return xp.conj(self.solve(xp.conj(B), "H"))
-        op = self.A if trans == "N" else self.A.adjoint()
-        M = None
-        if self.M is not None:
-            M = self.M if trans == "N" else self.M.adjoint()
+        statuses: list[Status] = []
+
         def run(R):
-            return xp.stack([self._solve_one(op, M, R[:, j]) for j in range(R.shape[1])], axis=1)
+            cols = [self._solve_one(R[:, j], trans, statuses) for j in range(R.shape[1])]
+            return xp.stack(cols, axis=1)
 
-        return split_complex(run, B, self.A.dtype)
+        X = split_complex(run, B, self.dtype)
+        self.last_status = (Status.ACCURACY_LIMIT if Status.ACCURACY_LIMIT in statuses
+                            else Status.SUCCESS)
+        return X
 
-    def _solve_one(self, op, M, b):
-        xp = self.xp
+    def _solve_one(self, b, trans, statuses):
+        xp = self.be.xp
         spec = self.spec
         bnorm = float(xp.linalg.norm(b))
         if bnorm == 0:
+            statuses.append(Status.SUCCESS)
             return xp.zeros_like(b)
+        rtol = default_rtol(self.dtype) if spec.rtol is None else spec.rtol
+        tol = max(rtol * bnorm, spec.atol)
+        op = self.A if trans == "N" else self.A.adjoint()
+        x0 = spec.x0 if trans == "N" and spec.x0 is not None else None
+        if x0 is not None:
+            x0 = self.be.xp.asarray(x0)
         history: list[float] = []
-        tol = max(spec.rtol * bnorm, spec.atol)
-        x = None
-        factor = 1.0
-        for _restart in range(RESTARTS):  # MINRES stops on a backward error, not on ‖r‖/‖b‖
-            if self.standalone_amg:
-                x, claimed = _amg_solve(M, b, spec, history, x), False
-            else:
-                x, claimed = self._krylov(op, M, b, bnorm, history, x, factor)
-            r = float(xp.linalg.norm(b - op @ x))
-            if not np.isfinite(r) or r <= tol or not claimed:
+        x, claimed = self._run(op, trans, b, x0, rtol, history)
+        Ax = op @ x
+        r = float(xp.linalg.norm(b - Ax))
+        prev = math.inf
+        inner = rtol
+        for _ in range(RESTARTS):
+            if not (np.isfinite(r) and r > tol and claimed and r <= 0.5 * prev):
                 break
-            factor *= max(0.5 * tol / r, 1e-8)  # ask the method's own test for what is missing
-        self.iterations += max(len(history), 1)
-        self.history = history
+            prev = r
+            inner *= max(0.5 * tol / r, 1e-8)  # ask the method's own test for what is missing
+            x, claimed = self._run(op, trans, b, x, inner, history)
+            Ax = op @ x
+            r = float(xp.linalg.norm(b - Ax))
+        self.history = history + [r / bnorm]
+        name = type(spec).__name__
         if not np.isfinite(r):
-            raise ConvergenceError(f"{type(spec).__name__}: the iterate is not finite; "
-                                   f"{Status.NONFINITE.message}", history, None, Status.NONFINITE)
-        if r > SLACK * tol:
-            raise ConvergenceError(
-                f"{type(spec).__name__} stopped after {len(history)} iterations with relative "
-                f"residual {r / bnorm:.3g} > rtol={spec.rtol:g} (atol={spec.atol:g}); "
-                f"{Status.MAX_ITERATIONS.message}", history, x)
-        return x
+            raise ConvergenceError(f"{name}: the iterate is not finite; {Status.NONFINITE.message}",
+                                   self.history, None, Status.NONFINITE)
+        if r <= tol:
+            statuses.append(Status.SUCCESS)
+            return x
+        limit = self._attainable(op, x, Ax, bnorm)
+        if r <= limit:
+            statuses.append(Status.ACCURACY_LIMIT)
+            return x
+        status = Status.STAGNATION if claimed else Status.MAX_ITERATIONS
+        raise ConvergenceError(
+            f"{name} stopped with relative residual {r / bnorm:.3g} > rtol={rtol:g} "
+            f"(atol={spec.atol:g}; attainable in this precision ≈ {limit / bnorm:.2g}); "
+            f"{status.message}", self.history, x, status)
 
-    def _krylov(self, op, M, b, bnorm, history, x0=None, factor=1.0):
-        xp = self.xp
-        spec = self.spec
-        name, mod = _module(xp)
-        fn = getattr(mod, spec.method)
-        if x0 is None and spec.x0 is not None:
-            x0 = xp.asarray(spec.x0)
-        if name == "jax":
-            kw = dict(x0=x0, tol=spec.rtol * factor, atol=spec.atol, maxiter=spec.maxiter,
-                      M=(lambda v: M(v)) if M is not None else None)
-            if spec.method == "gmres":
-                kw["restart"] = spec.restart
-            x, _ = fn(lambda v: op @ v, b, **kw)
-            return x, False
-        Aop = _scipy_like(op, name)
-        Mop = _scipy_like_precond(M, op, name) if M is not None else None
-        kw: dict = dict(x0=x0, maxiter=spec.maxiter, M=Mop)
-        if spec.method == "gmres":
-            kw.update(restart=spec.restart, callback=lambda pr: history.append(float(pr)),
-                      callback_type="pr_norm")
-        else:
-            kw["callback"] = lambda xk: history.append(float(xp.linalg.norm(b - op @ xk)) / bnorm)
-        if spec.method != "minres":
-            kw["atol"] = spec.atol
-        if name == "numpy":
-            kw["rtol"] = spec.rtol * factor
-        else:  # cupyx keeps scipy's older keyword
-            kw["tol"] = spec.rtol * factor
-        x, info = fn(Aop, b, **kw)
-        if info < 0:
-            raise ConvergenceError(f"{type(spec).__name__}: illegal input or breakdown "
-                                   f"(info={info}); {Status.BREAKDOWN.message}", history, x,
-                                   Status.BREAKDOWN)
-        return x, info == 0
+    def _attainable(self, op, x, Ax, bnorm) -> float:
+        """c·√n·eps·(‖|A||x|‖ + ‖b‖): the size of residual rounding alone produces."""
+        xp = self.be.xp
+        absAx = _abs_product(op, x)
+        ax = float(xp.linalg.norm(absAx)) if absAx is not None else float(xp.linalg.norm(Ax))
+        return ATTAINABLE * math.sqrt(op.shape[0]) * eps(self.dtype) * (ax + bnorm)
+
+    def _run(self, op, trans, b, x0, rtol, history):  # pragma: no cover - abstract
+        raise NotImplementedError
 
 
-def _scipy_like(op, name):
-    if name == "numpy":
-        if isinstance(op, lo.Sparse):
-            return host_csr(op)
-        return lo.aslinearoperator(op)
-    import cupyx.scipy.sparse.linalg as cspl
+def _abs_product(op, x):
+    """|A| |x| for operators that store their entries (None otherwise)."""
+    from linops.internals import backend_of
 
     if isinstance(op, lo.Sparse):
-        from ._backend import device_csr
-
-        return device_csr(op)
-    return cspl.LinearOperator(op.shape, matvec=lambda v: op @ v, dtype=op.dtype)
-
-
-def _scipy_like_precond(M, op, name):
-    if name == "numpy":
-        from scipy.sparse.linalg import LinearOperator
-
-        return LinearOperator(op.shape, matvec=lambda v: to_numpy(M(v)), dtype=op.dtype)
-    import cupyx.scipy.sparse.linalg as cspl
-
-    return cspl.LinearOperator(op.shape, matvec=M, dtype=op.dtype)
+        xp = backend_of(op.values).xp
+        return lo.Sparse(xp.abs(op.values), op.pattern) @ xp.abs(x)
+    if isinstance(op, lo.Dense):
+        xp = backend_of(op.a).xp
+        return xp.abs(op.a) @ xp.abs(x)
+    if isinstance(op, lo.Diagonal):
+        xp = backend_of(op.d).xp
+        return xp.abs(op.d) * xp.abs(x)
+    return None
 
 
-def _amg_solve(M, b, spec, history, x0=None):
-    bh = to_numpy(b)
-    x0 = None if x0 is None else to_numpy(x0)
-    res: list[float] = []
-    solve = M.ml.solve
-    kw = dict(tol=spec.rtol, maxiter=spec.maxiter, accel=spec.accel, residuals=res)
-    x = split_complex(lambda r: solve(r, **kw), bh, M.A.dtype)
-    bn = np.linalg.norm(bh)
-    history.extend(float(r) / bn for r in res)
-    return x if M.out_xp is np else M.out_xp.asarray(x)
+class _KrylovFactor(_IterativeFactor):
+    def __init__(self, spec, A, prob):
+        super().__init__(spec, A, prob)
+        self.fn = self.be.krylov(spec.method)
+        self.hermitian_method = spec.method in ("cg", "minres")
+        self.M = (spec.precond.build(A, self.hermitian, self.be)
+                  if spec.precond is not None else None)
+        self.kind = type(spec).__name__ + (f" + {self.M.summary}" if self.M is not None else "")
+
+    def _run(self, op, trans, b, x0, rtol, history):
+        spec, be = self.spec, self.be
+        n = op.shape[0]
+        maxiter = spec.maxiter or default_maxiter(n)
+        M = self.M
+        right = None
+        if M is not None and trans != "N":
+            MH = M.adjoint()
+            if self.hermitian_method:
+                M = MH
+            else:  # the exact adjoint of the left-preconditioned forward operator: Aᴴ Mᴴ
+                right, M = MH, None
+                base = op
+                op = lo.MatrixFree(base.shape, base.dtype, lambda Y: base @ MH(Y))
+                x0 = None
+        counter = [0]
+        kw: dict = dict(x0=x0, atol=spec.atol)
+        if be.name == "jax":
+            kw.update(tol=rtol, maxiter=maxiter if spec.method != "gmres"
+                      else max(1, math.ceil(maxiter / min(spec.restart, n))),
+                      M=(lambda v: M(v)) if M is not None else None)
+            if spec.method == "gmres":
+                kw["restart"] = min(spec.restart, n)
+            x, _ = self.fn(lambda v: op @ v, b, **kw)
+            claimed = True  # jax reports no convergence flag; the true residual decides
+        else:
+            kw.update(M=_scipy_precond(M, op, be) if M is not None else None,
+                      callback=lambda *_: counter.__setitem__(0, counter[0] + 1))
+            if spec.method == "gmres":
+                restart = min(spec.restart, n)
+                kw.update(restart=restart, maxiter=max(1, math.ceil(maxiter / restart)),
+                          callback=lambda pr: (history.append(float(pr)),
+                                               counter.__setitem__(0, counter[0] + 1)),
+                          callback_type="pr_norm")
+            else:
+                kw["maxiter"] = maxiter
+            if spec.method == "minres":
+                del kw["atol"]
+            kw["rtol" if be.name == "numpy" else "tol"] = rtol  # cupyx keeps the older keyword
+            x, info = self.fn(_scipy_operator(op, be), b, **kw)
+            if info < 0:
+                raise ConvergenceError(f"{type(spec).__name__}: illegal input or breakdown "
+                                       f"(info={info}); {Status.BREAKDOWN.message}", history, x,
+                                       Status.BREAKDOWN)
+            claimed = info == 0
+        self.iterations += counter[0]
+        if right is not None:
+            x = right(x)
+        return x, claimed
+
+
+def _scipy_operator(op, be):
+    """op in the form the backend's scipy-like Krylov module takes: its native CSR for Sparse,
+    otherwise a LinearOperator whose results never alias their input."""
+    if isinstance(op, lo.Sparse):
+        return be.csr(op.values, op.pattern)
+    if be.name == "numpy":
+        return lo.aslinearoperator(op)
+    return be.sparse_linalg.LinearOperator(op.shape, matvec=lambda v: op @ v, dtype=op.dtype)
+
+
+def _scipy_precond(M, op, be):
+    mod = be.sparse_linalg
+    if be.name == "numpy":
+        return mod.LinearOperator(op.shape, matvec=lambda v: np.array(to_numpy(M(v))),
+                                  dtype=op.dtype)
+    return mod.LinearOperator(op.shape, matvec=M, dtype=op.dtype)
+
+
+class _AMGSolveFactor(_IterativeFactor):
+    """pyamg's own cycle iteration (``sv.AMG()`` used as the solver), with the same policy."""
+
+    def __init__(self, spec, A, prob):
+        super().__init__(spec, A, prob)
+        self.M = spec.build(A, self.hermitian, self.be)
+        self.kind = f"AMG solver [{self.M.summary}]"
+
+    def _run(self, op, trans, b, x0, rtol, history):
+        M = self.M if trans == "N" else self.M.adjoint()
+        res: list[float] = []
+        bh = to_numpy(b)
+        x = M.ml.solve(bh, x0=None if x0 is None else to_numpy(x0), tol=rtol,
+                       maxiter=self.spec.maxiter, accel=self.spec.accel, residuals=res)
+        bn = float(np.linalg.norm(bh))
+        history.extend(float(r) / bn for r in res)
+        self.iterations += max(len(res) - 1, 0)
+        claimed = bool(res) and res[-1] <= rtol * bn
+        return self.be.from_host(x), claimed

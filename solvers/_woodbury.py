@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import linops as lo
-from linops._backend import namespace
+from linops.internals import backend_of
 
-from ._backend import dense_linalg
 from ._errors import SingularMatrixError, SolveError
 
 
@@ -48,9 +47,9 @@ class _WoodburyFactor:
     def __init__(self, inner, B, U, V):
         self.inner, self.B, self.U, self.V = inner, B, U, V
         self.kind = f"Woodbury(rank {U.shape[1]}) over {getattr(inner, 'kind', type(inner).__name__)}"
-        self.xp = namespace(U, V)
+        self.be = backend_of(U, V)
+        self.xp = self.be.xp
         self._cap: dict = {}
-        self.iterations = 0
 
     def _capacitance(self, trans):
         if trans not in self._cap:
@@ -59,7 +58,7 @@ class _WoodburyFactor:
                     "T": (xp.conj(self.V), xp.conj(self.U))}[trans]
             Z = self.inner.solve(P, trans)  # op(B)⁻¹ P
             C = xp.eye(P.shape[1], dtype=Z.dtype) + xp.conj(Q).T @ Z
-            la = dense_linalg(xp)
+            la = self.be.linalg
             try:
                 lu = la.lu_factor(C)
             except Exception as e:  # pragma: no cover - LAPACK raises only on bad input
@@ -76,7 +75,17 @@ class _WoodburyFactor:
         Y = self.inner.solve(Bm, trans)
         return Y - Z @ la.lu_solve(lu, self.xp.conj(Q).T @ Y)
 
+    @property
+    def iterations(self) -> int:
+        return self.inner.iterations
+
+    @property
+    def last_status(self):
+        return getattr(self.inner, "last_status", None)
+
     def refactor(self, A):
         parts = split_low_rank(A)
+        if parts is None:
+            raise SolveError(f"Woodbury needs A = B + LowRank(U, V), got {type(A).__name__}")
         B, U, V = parts
         return _WoodburyFactor(self.inner.refactor(B), B, U, V)
