@@ -22,7 +22,7 @@ and nothing per solve.
 from __future__ import annotations
 
 import sys
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import array_api_compat as aac
@@ -85,20 +85,28 @@ class Backend:
         return f"Backend({self.name})"
 
     # ----- what exists ----------------------------------------------------------------------------
-    def capability(self, name: str) -> str | None:
-        """None when ``name`` (one of CAPABILITIES) exists here, else the reason and alternative."""
+    _unsupported_kinds: dict = {}  # (capability, dtype kind 'f' | 'c') -> reason
+
+    def capability(self, name: str, dtype=None) -> str | None:
+        """None when ``name`` (one of CAPABILITIES) exists here — for ``dtype`` if given — else
+        the reason and the alternative."""
         if name not in CAPABILITIES:
             raise KeyError(f"unknown capability {name!r}; known: {CAPABILITIES}")
         if name == "sparse_cholesky" and self.host_factors:
-            return _cholmod_reason()
+            reason = _cholmod_reason()
+            if reason:
+                return reason
+        if dtype is not None and (name, np.dtype(dtype).kind) in self._unsupported_kinds:
+            return self._unsupported_kinds[(name, np.dtype(dtype).kind)]
         return self._unsupported.get(name)
 
-    def require(self, name: str, who: str = "") -> None:
+    def require(self, name: str, who: str = "", dtype=None) -> None:
         """Raise BackendNotSupported naming the alternative when ``name`` does not exist here."""
-        reason = self.capability(name)
+        reason = self.capability(name, dtype)
         if reason is not None:
-            raise BackendNotSupported(f"{who or name} is not available for {self.name} arrays: "
-                                      f"{reason}")
+            what = f" for {np.dtype(dtype).name}" if dtype is not None else ""
+            raise BackendNotSupported(f"{who or name} is not available{what} for {self.name} "
+                                      f"arrays: {reason}")
 
     def require_dtype(self, dtype, who: str) -> np.dtype:
         dt = np.dtype(dtype)
@@ -171,10 +179,52 @@ class Backend:
 
         return spl
 
-    def krylov(self, method: str):
-        """The Krylov function ``method`` ('cg', 'gmres', 'bicgstab', 'minres') of this backend."""
+    _rtol_keyword = "rtol"
+
+    def run_krylov(self, method: str, op, b, *, x0, rtol: float, atol: float, maxiter: int,
+                   M=None, restart: int | None = None, history: list | None = None):
+        """One run of this backend's Krylov ``method`` ('cg', 'gmres', 'bicgstab', 'minres').
+
+        ``op`` and ``M`` (preconditioner, or None) are linops operators; ``maxiter`` is passed
+        as the module counts it (GMRES: restart cycles). Returns (x, info, iterations) with
+        scipy's ``info`` (0 converged, > 0 not converged, < 0 breakdown), or None where the
+        module reports no flag. GMRES appends its preconditioned residual norms to ``history``.
+        """
         self.require(method, method.upper())
-        return getattr(self._krylov_module, method)
+        fn = getattr(self._krylov_module, method)
+        count = [0]
+
+        def tick(*_):
+            count[0] += 1
+
+        kw = dict(x0=x0, maxiter=maxiter, callback=tick,
+                  M=self._krylov_operator(M) if M is not None else None)
+        if method == "gmres":
+            def pr_norm(res):
+                if history is not None:
+                    history.append(float(res))
+                count[0] += 1
+
+            kw.update(restart=restart, callback=pr_norm, callback_type="pr_norm")
+        if method != "minres":
+            kw["atol"] = atol
+        kw[self._rtol_keyword] = rtol
+        x, info = fn(self._krylov_operator(op), b, **kw)
+        return x, int(info), count[0]
+
+    def _krylov_operator(self, op):
+        """op as the Krylov module takes it: native CSR for Sparse, else a LinearOperator whose
+        results are fresh arrays of this backend (scipy updates them in place)."""
+        from ._sparse import Sparse
+
+        if isinstance(op, Sparse):
+            return self.csr(op.values, op.pattern)
+        return self.sparse_linalg.LinearOperator(op.shape, dtype=op.dtype,
+                                                 matvec=lambda v: self._fresh(op @ v, v))
+
+    def _fresh(self, y, x):
+        y = self.xp.asarray(y)
+        return self.xp.array(y, copy=True) if y is x else y
 
     @property
     def _krylov_module(self):
@@ -183,10 +233,16 @@ class Backend:
         return spl
 
 
+_COMPLEX_MINRES = ("scipy's minres takes real square roots of complex inner products and fails "
+                   "('indefinite preconditioner') or returns wrong iterates for complex Hermitian "
+                   "matrices; use sv.CG() (Hermitian positive definite) or sv.GMRES()")
+
+
 class _Numpy(Backend):
     name = "numpy"
     mutable = True
     host_factors = True
+    _unsupported_kinds = {("minres", "c"): _COMPLEX_MINRES}
 
     def owns(self, x) -> bool:
         return isinstance(x, np.ndarray) or np.isscalar(x)
@@ -214,6 +270,12 @@ class _Numpy(Backend):
     def spmm(self, values, pattern, X):
         return np.asarray(self.csr(values, pattern) @ X)
 
+    def _fresh(self, y, x):
+        y = self.to_host(y)
+        if not y.flags.writeable or np.may_share_memory(y, x):
+            y = np.array(y)
+        return y
+
     def rowdot(self, A, B):
         return np.einsum("ij,ij->i", A, B)
 
@@ -233,6 +295,8 @@ class _Cupy(Backend):
     mutable = True
     host_factors = False
     device_indices = True
+    _unsupported_kinds = {("minres", "c"): "cupyx's minres is a port of scipy's, which fails for "
+                                           "complex Hermitian matrices; use sv.CG() or sv.GMRES()"}
     _unsupported = {
         "sparse_cholesky": "cupyx has no sparse Cholesky; use sv.LU() (cupyx splu) or "
                            "sv.CG(precond=sv.Jacobi())",
@@ -278,6 +342,8 @@ class _Cupy(Backend):
         import cupyx.scipy.sparse.linalg as cspl
 
         return cspl
+
+    _rtol_keyword = "tol"  # cupyx keeps scipy's older keyword
 
     @property
     def _krylov_module(self):
@@ -339,11 +405,45 @@ class _Jax(Backend):
 
         return la
 
-    @property
-    def _krylov_module(self):
-        import jax.scipy.sparse.linalg as jspl
+    def run_krylov(self, method: str, op, b, *, x0, rtol: float, atol: float, maxiter: int,
+                   M=None, restart: int | None = None, history: list | None = None):
+        """Concrete arrays on the CPU: scipy's method on host views (no compilation; jax-valued
+        operators are applied as they are, sparse ones through a host CSR). Arrays on an
+        accelerator: jax.scipy.sparse.linalg, compiled once per operator structure (operators
+        are pytrees), which reports no convergence flag (info None) nor iteration count."""
+        self.require(method, method.upper())
+        if _on_cpu(b):
+            x, info, its = _TABLE["numpy"].run_krylov(
+                method, op, self.to_host(b), x0=None if x0 is None else self.to_host(x0),
+                rtol=rtol, atol=atol, maxiter=maxiter, M=M, restart=restart, history=history)
+            return self.from_host(x), info, its
+        x = _jax_krylov()(op, M, b, x0, rtol, atol, method=method, maxiter=int(maxiter),
+                          restart=int(restart or 20))
+        return x, None, 0
 
-        return jspl
+
+def _on_cpu(x) -> bool:
+    try:
+        return all(d.platform == "cpu" for d in x.devices())
+    except Exception:  # a tracer has no devices
+        return False
+
+
+def _jax_krylov_core(op, M, b, x0, rtol, atol, *, method, maxiter, restart):
+    import jax.scipy.sparse.linalg as jspl
+
+    kw = dict(x0=x0, tol=rtol, atol=atol, maxiter=maxiter,
+              M=(lambda v: M @ v) if M is not None else None)
+    if method == "gmres":
+        kw["restart"] = restart
+    return getattr(jspl, method)(lambda v: op @ v, b, **kw)[0]
+
+
+@lru_cache(maxsize=1)
+def _jax_krylov():
+    import jax
+
+    return jax.jit(_jax_krylov_core, static_argnames=("method", "maxiter", "restart"))
 
 
 _TABLE: dict[str, Backend] = {"numpy": _Numpy(), "cupy": _Cupy(), "jax": _Jax()}

@@ -34,3 +34,4 @@ from ._precond import ILU as ILU
 from ._precond import Jacobi as Jacobi
 from ._problem import LinearProblem as LinearProblem
 from ._woodbury import Woodbury as Woodbury
+from ._petsc import PETSc as PETSc

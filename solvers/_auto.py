@@ -3,14 +3,13 @@ names accepted wherever an algorithm is expected (``sv.solve(prob, "lu")``)."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import linops as lo
 
 from ._backend import backend_of_problem, is_hermitian, precision
 from ._direct import LU, Cholesky
-from ._errors import HintWarning, SingularMatrixError
+from ._errors import HintWarning, SingularMatrixError, warn_caller
 from ._krylov import CG, GMRES
 from ._precond import AMG
 from ._woodbury import Woodbury, split_low_rank
@@ -51,9 +50,8 @@ class Auto:
             return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol))
         stored = isinstance(A, (lo.Dense, lo.Sparse)) or A.shape[0] <= self.dense_max
         if (posdef or hermitian) and stored and not is_hermitian(A):
-            warnings.warn(f"the problem says hermitian={prob.hermitian}, posdef={prob.posdef} but "
-                          f"A is not Hermitian; solving with LU instead", HintWarning,
-                          stacklevel=4)
+            warn_caller(f"the problem says hermitian={prob.hermitian}, posdef={prob.posdef} but "
+                        f"A is not Hermitian; solving with LU instead", HintWarning)
             posdef = hermitian = False
         if isinstance(A, lo.Dense) or A.shape[0] <= self.dense_max:
             return Cholesky() if posdef else LU()

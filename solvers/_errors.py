@@ -95,3 +95,17 @@ class StaleSolutionError(RuntimeError):
 
 class HintWarning(UserWarning):
     """A hint (``hermitian=``, ``posdef=``) does not hold for A; the solve ignored it."""
+
+
+def warn_caller(message: str, category: type[Warning]) -> None:
+    """Warn at the first frame outside linops/solvers/adjoints (the user's line)."""
+    import os
+    import sys
+    import warnings
+
+    ours = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in
+                 (sys.modules["linops"], sys.modules["solvers"]) if getattr(m, "__file__", None))
+    frame, level = sys._getframe(1), 2  # stacklevel 2 is our caller
+    while frame is not None and frame.f_code.co_filename.startswith(ours):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

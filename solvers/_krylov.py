@@ -13,7 +13,8 @@ Acceptance policy (what a returned iterate means)
 4. The result is **accepted** with ``Status.SUCCESS`` when r ≤ tol, and with
    ``Status.ACCURACY_LIMIT`` when r is within the attainable accuracy of the arithmetic,
    r ≤ c·√n·eps·(‖|A||x|‖ + ‖b‖) (c = ``ATTAINABLE``): rounding alone produces residuals of that
-   size, so no iterate can do better in this precision. Anything else raises
+   size, so no iterate can do better in this precision — provided also r ≤ √eps·‖b‖, so that an
+   iterate that blew up (singular or inconsistent systems) is never accepted. Anything else raises
    :class:`ConvergenceError` with ``Status.MAX_ITERATIONS`` (the method ran out of iterations)
    or ``Status.STAGNATION`` (it claimed convergence, the true residual disagrees and restarts
    do not help) — never a silently wrong iterate.
@@ -199,24 +200,30 @@ class _IterativeFactor:
         if x0 is not None:
             x0 = self.be.xp.asarray(x0)
         history: list[float] = []
-        x, claimed = self._run(op, trans, b, x0, rtol, history)
-        Ax = op @ x
-        r = float(xp.linalg.norm(b - Ax))
-        prev = math.inf
         inner = rtol
-        for _ in range(RESTARTS):
-            if not (np.isfinite(r) and r > tol and claimed and r <= 0.5 * prev):
-                break
-            prev = r
-            inner *= max(0.5 * tol / r, 1e-8)  # ask the method's own test for what is missing
-            x, claimed = self._run(op, trans, b, x, inner, history)
+        best = None  # (r, x, Ax, outcome) of the best iterate so far
+        for _ in range(1 + RESTARTS):
+            x, outcome = self._run(op, trans, b, x0 if best is None else best[1], inner, history)
             Ax = op @ x
             r = float(xp.linalg.norm(b - Ax))
-        self.history = history + [r / bnorm]
+            if not np.isfinite(r):
+                break
+            improved = best is None or r <= 0.5 * best[0]
+            if best is None or r < best[0]:
+                best = (r, x, Ax, outcome)
+            # restart only when the method claimed a convergence that the true residual denies,
+            # above the attainable accuracy, and the previous restart helped
+            if (best[0] <= tol or outcome != "converged" or not improved
+                    or best[0] <= self._attainable(op, best[1], best[2], bnorm)):
+                break
+            inner = max(inner * 0.5 * tol / best[0], eps(self.dtype))  # ask for what is missing
         name = type(spec).__name__
-        if not np.isfinite(r):
+        if best is None:
+            self.history = history + [math.inf]
             raise ConvergenceError(f"{name}: the iterate is not finite; {Status.NONFINITE.message}",
                                    self.history, None, Status.NONFINITE)
+        r, x, Ax, outcome = best
+        self.history = history + [r / bnorm]
         if r <= tol:
             statuses.append(Status.SUCCESS)
             return x
@@ -224,18 +231,22 @@ class _IterativeFactor:
         if r <= limit:
             statuses.append(Status.ACCURACY_LIMIT)
             return x
-        status = Status.STAGNATION if claimed else Status.MAX_ITERATIONS
+        status = {"converged": Status.STAGNATION, "breakdown": Status.BREAKDOWN}.get(
+            outcome, Status.MAX_ITERATIONS)
         raise ConvergenceError(
             f"{name} stopped with relative residual {r / bnorm:.3g} > rtol={rtol:g} "
             f"(atol={spec.atol:g}; attainable in this precision ≈ {limit / bnorm:.2g}); "
             f"{status.message}", self.history, x, status)
 
     def _attainable(self, op, x, Ax, bnorm) -> float:
-        """c·√n·eps·(‖|A||x|‖ + ‖b‖): the size of residual rounding alone produces."""
+        """min(c·√n·eps·(‖|A||x|‖ + ‖b‖), √eps·‖b‖): the size of residual that rounding alone
+        produces, capped so that an iterate that has blown up (singular or inconsistent
+        systems make ‖x‖ and with it the rounding bound huge) is never accepted."""
         xp = self.be.xp
         absAx = _abs_product(op, x)
         ax = float(xp.linalg.norm(absAx)) if absAx is not None else float(xp.linalg.norm(Ax))
-        return ATTAINABLE * math.sqrt(op.shape[0]) * eps(self.dtype) * (ax + bnorm)
+        e = eps(self.dtype)
+        return min(ATTAINABLE * math.sqrt(op.shape[0]) * e * (ax + bnorm), math.sqrt(e) * bnorm)
 
     def _run(self, op, trans, b, x0, rtol, history):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -260,79 +271,36 @@ def _abs_product(op, x):
 class _KrylovFactor(_IterativeFactor):
     def __init__(self, spec, A, prob):
         super().__init__(spec, A, prob)
-        self.fn = self.be.krylov(spec.method)
+        self.be.require(spec.method, type(spec).__name__, self.dtype)
         self.hermitian_method = spec.method in ("cg", "minres")
         self.M = (spec.precond.build(A, self.hermitian, self.be)
                   if spec.precond is not None else None)
         self.kind = type(spec).__name__ + (f" + {self.M.summary}" if self.M is not None else "")
 
     def _run(self, op, trans, b, x0, rtol, history):
-        spec, be = self.spec, self.be
+        """One run of the backend's Krylov method; outcome 'converged' | 'maxiter' | 'breakdown'."""
+        spec = self.spec
         n = op.shape[0]
-        maxiter = spec.maxiter or default_maxiter(n)
-        M = self.M
+        M = self.M.as_operator() if self.M is not None else None
         right = None
         if M is not None and trans != "N":
             MH = M.adjoint()
             if self.hermitian_method:
                 M = MH
             else:  # the exact adjoint of the left-preconditioned forward operator: Aᴴ Mᴴ
-                right, M = MH, None
-                base = op
-                op = lo.MatrixFree(base.shape, base.dtype, lambda Y: base @ MH(Y))
-                x0 = None
-        counter = [0]
-        kw: dict = dict(x0=x0, atol=spec.atol)
-        if be.name == "jax":
-            kw.update(tol=rtol, maxiter=maxiter if spec.method != "gmres"
-                      else max(1, math.ceil(maxiter / min(spec.restart, n))),
-                      M=(lambda v: M(v)) if M is not None else None)
-            if spec.method == "gmres":
-                kw["restart"] = min(spec.restart, n)
-            x, _ = self.fn(lambda v: op @ v, b, **kw)
-            claimed = True  # jax reports no convergence flag; the true residual decides
-        else:
-            kw.update(M=_scipy_precond(M, op, be) if M is not None else None,
-                      callback=lambda *_: counter.__setitem__(0, counter[0] + 1))
-            if spec.method == "gmres":
-                restart = min(spec.restart, n)
-                kw.update(restart=restart, maxiter=max(1, math.ceil(maxiter / restart)),
-                          callback=lambda pr: (history.append(float(pr)),
-                                               counter.__setitem__(0, counter[0] + 1)),
-                          callback_type="pr_norm")
-            else:
-                kw["maxiter"] = maxiter
-            if spec.method == "minres":
-                del kw["atol"]
-            kw["rtol" if be.name == "numpy" else "tol"] = rtol  # cupyx keeps the older keyword
-            x, info = self.fn(_scipy_operator(op, be), b, **kw)
-            if info < 0:
-                raise ConvergenceError(f"{type(spec).__name__}: illegal input or breakdown "
-                                       f"(info={info}); {Status.BREAKDOWN.message}", history, x,
-                                       Status.BREAKDOWN)
-            claimed = info == 0
-        self.iterations += counter[0]
+                right, M, op, x0 = MH, None, op @ MH, None
+        restart = min(getattr(spec, "restart", n), n)
+        maxiter = spec.maxiter or default_maxiter(n)
+        x, info, its = self.be.run_krylov(
+            spec.method, op, b, x0=x0, rtol=rtol, atol=spec.atol, M=M, restart=restart,
+            maxiter=max(1, math.ceil(maxiter / restart)) if spec.method == "gmres" else maxiter,
+            history=history)
+        self.iterations += its
         if right is not None:
-            x = right(x)
-        return x, claimed
-
-
-def _scipy_operator(op, be):
-    """op in the form the backend's scipy-like Krylov module takes: its native CSR for Sparse,
-    otherwise a LinearOperator whose results never alias their input."""
-    if isinstance(op, lo.Sparse):
-        return be.csr(op.values, op.pattern)
-    if be.name == "numpy":
-        return lo.aslinearoperator(op)
-    return be.sparse_linalg.LinearOperator(op.shape, matvec=lambda v: op @ v, dtype=op.dtype)
-
-
-def _scipy_precond(M, op, be):
-    mod = be.sparse_linalg
-    if be.name == "numpy":
-        return mod.LinearOperator(op.shape, matvec=lambda v: np.array(to_numpy(M(v))),
-                                  dtype=op.dtype)
-    return mod.LinearOperator(op.shape, matvec=M, dtype=op.dtype)
+            x = right @ x
+        if info is None or info == 0:  # jax reports no flag: the true residual decides
+            return x, "converged"
+        return x, "breakdown" if info < 0 else "maxiter"
 
 
 class _AMGSolveFactor(_IterativeFactor):
@@ -352,5 +320,5 @@ class _AMGSolveFactor(_IterativeFactor):
         bn = float(np.linalg.norm(bh))
         history.extend(float(r) / bn for r in res)
         self.iterations += max(len(res) - 1, 0)
-        claimed = bool(res) and res[-1] <= rtol * bn
-        return self.be.from_host(x), claimed
+        converged = bool(res) and res[-1] <= rtol * bn
+        return self.be.from_host(x), "converged" if converged else "maxiter"

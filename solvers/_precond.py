@@ -17,6 +17,7 @@ import linops as lo
 from linops.internals import to_numpy
 
 from ._backend import split_complex
+from ._errors import SingularMatrixError
 
 
 class Preconditioner:
@@ -29,6 +30,11 @@ class Preconditioner:
 
     def adjoint(self) -> "Preconditioner":
         raise NotImplementedError
+
+    def as_operator(self) -> lo.LinearOperator:
+        """M as a linops operator (its adjoint applies ``self.adjoint()``)."""
+        A = self.A
+        return lo.MatrixFree(A.shape, A.dtype, self, lambda X: self.adjoint()(X))
 
     def __repr__(self) -> str:
         return self.summary
@@ -139,8 +145,13 @@ class ILU:
     def build(self, A, hermitian, be) -> "_ILUPrecond":
         be.require("ilu", "ILU")
         _sparse_only(A, "ILU")
-        ilu = be.sparse_linalg.spilu(be.csr(A.values, A.pattern).tocsc(), drop_tol=self.drop_tol,
-                                     fill_factor=self.fill_factor)
+        try:
+            ilu = be.sparse_linalg.spilu(be.csr(A.values, A.pattern).tocsc(),
+                                         drop_tol=self.drop_tol, fill_factor=self.fill_factor)
+        except RuntimeError as e:  # SuperLU's ILU reports a zero pivot this way
+            raise SingularMatrixError(f"ILU: {e}; the matrix (or its incomplete factor) is "
+                                      f"singular: check boundary conditions, lower drop_tol, or "
+                                      f"use sv.LU()") from None
         return _ILUPrecond(self, A, be, ilu)
 
 
@@ -186,3 +197,6 @@ class _JacobiPrecond(Preconditioner):
 
     def adjoint(self):
         return _JacobiPrecond(self.be.xp.conj(self.dinv), self.be)
+
+    def as_operator(self) -> lo.LinearOperator:
+        return lo.Diagonal(self.dinv)
