@@ -100,7 +100,7 @@ class LinearCache:
         self.status: Status | None = None
         self._u = None
         be = backend_of_problem(prob.A, prob.b)
-        be.require_dtype(np.result_type(prob.A.dtype, np.float32), "solve")
+        be.require_dtype(prob.A.dtype, "solve")
         if check_finite:
             check_finite_operator(prob.A)
         t = time.perf_counter()

@@ -348,3 +348,25 @@ def test_warning_for_hint_points_at_the_caller():
         warnings.simplefilter("always")
         sv.solve(sv.LinearProblem(NONSYM, np.ones(3), posdef=True))
     assert w and w[0].filename == __file__
+
+
+# the backend table --------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["numpy", "cupy", "jax"])
+def test_backend_table_entries_name_their_alternative(name):
+    from linops.internals import CAPABILITIES, DTYPES, backend_named
+
+    be = backend_named(name)
+    assert be.name == name and set(be.dtypes) == set(DTYPES)
+    for cap in CAPABILITIES:
+        for dt in (None,) + DTYPES:
+            reason = be.capability(cap, dt)
+            assert reason is None or ("use" in reason or "pip install" in reason), (cap, reason)
+    with pytest.raises(KeyError, match="unknown capability"):
+        be.capability("fft")
+    with pytest.raises(lo.BackendNotSupported, match="float16"):
+        be.require_dtype(np.float16, "solve")
+
+
+def test_unsupported_dtype_is_a_named_error():
+    with pytest.raises(lo.BackendNotSupported, match="float16"):
+        sv.init(sv.LinearProblem(np.eye(2, dtype=np.float16), np.ones(2)))
