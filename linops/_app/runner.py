@@ -1,0 +1,90 @@
+"""Running one measurement in a fresh subprocess, so that its peak memory (RSS, including C and
+XLA allocations) is its own, and collecting the result as a dict."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from .methods import METHODS, problem
+
+DENSE_BUDGET = 4 * 2**30  # bytes a dense n×n method may take before it is reported, not run
+DENSE_SOLVE_MAX_N = 6000  # dense O(n³) solves above this are reported, not run
+
+
+def rss_now() -> int:
+    """Resident set size of this process, in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss() -> int:
+    """Peak resident set size of this process so far, in bytes."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    r = fn()
+    return time.perf_counter() - t, r
+
+
+def run_one(slug: str, nx: int) -> dict:
+    """Measure method ``slug`` on the nx×nx problem (run this in a fresh process).
+
+    Memory: peak RSS increase of the first full run over the state after building the problem
+    and a warm-up on a tiny one (imports excluded; JIT compilation included). Time: the best of
+    two further runs (steady state); ``forward_s`` likewise for the value alone.
+    """
+    m = METHODS[slug]
+    fam, b, theta, a = problem(nx)
+    n, nnz = fam.shape[0], fam.pattern.nnz
+    out = {"method": slug, "label": m.label, "n": n, "nnz": nnz}
+    if m.dense_bytes and m.dense_bytes * n * n > DENSE_BUDGET:
+        return {**out, "skipped": f"needs {m.dense_bytes * n * n / 1e9:.0f} GB"}
+    if m.dense_solve and n > DENSE_SOLVE_MAX_N:
+        return {**out, "skipped": "not run: O(n³) dense LU"}
+    for fn in m.build(*problem(6))[:2]:  # warm-up: imports, JIT compilation of tiny shapes
+        fn()
+    forward, full, extra = m.build(fam, b, theta, a)
+    base = rss_now()
+    res = full()
+    peak = peak_rss() - base
+    forward()
+    t_fwd = min(_timed(forward)[0] for _ in range(2))
+    t_full, res = min((_timed(full) for _ in range(2)), key=lambda x: x[0])
+    return {**out, "time_s": t_full, "forward_s": t_fwd, "ratio": t_full / t_fwd,
+            "peak_mb": max(peak, 0) / 2**20, **extra(res)}
+
+
+def run_in_child(slug: str, nx: int, timeout: float) -> dict:
+    """``run_one`` in a fresh interpreter; failures come back as a short 'skipped' reason."""
+    code = ("import json, warnings; warnings.simplefilter('ignore');"
+            "from linops._app.runner import run_one;"
+            f"print('@@' + json.dumps(run_one({slug!r}, {nx})))")
+    base = {"method": slug, "label": METHODS[slug].label, "n": nx * (nx + 1)}
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**base, "skipped": f"timed out ({timeout:.0f} s)"}
+    for line in p.stdout.splitlines():
+        if line.startswith("@@"):
+            return json.loads(line[2:])
+    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return {**base, "skipped": f"failed: {err.split(':')[0][:40]}", "error": err}
+
+
+def progress(i: int, total: int, label: str) -> None:
+    """A one-line progress bar on stderr."""
+    w = 30
+    done = int(w * i / max(total, 1))
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (w - done)}] {i}/{total} {label[:48]:<48}")
+    sys.stderr.flush()
+    if i == total:
+        sys.stderr.write("\n")
