@@ -29,6 +29,7 @@ from ._krylov import CG as CG
 from ._krylov import GMRES as GMRES
 from ._krylov import MINRES as MINRES
 from ._krylov import BiCGStab as BiCGStab
+from ._pardiso import Pardiso as Pardiso
 from ._precond import AMG as AMG
 from ._precond import ILU as ILU
 from ._precond import Jacobi as Jacobi

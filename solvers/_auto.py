@@ -26,6 +26,7 @@ class Auto:
     B + LowRank(U, V) (a Sum with one low-rank term)  Woodbury over Auto(B)
     Dense (or n <= dense_max)                         Cholesky if posdef else LU (LAPACK)
     Sparse, Hermitian posdef, n > iterative_min       CG(rtol) + AMG   (where AMG exists)
+    Sparse (numpy), n >= pardiso_min, PARDISO there   Pardiso (mtype 2/4 if posdef, else 11/13)
     Sparse, Hermitian posdef, CHOLMOD available       Cholesky (CHOLMOD)
     Sparse, otherwise                                 LU (SuperLU; cupyx splu on cupy)
     matrix-free / lazy, Hermitian posdef              CG(rtol)
@@ -35,11 +36,16 @@ class Auto:
     Hints are verified where they choose an algorithm: with ``posdef=True`` on a matrix that is
     not Hermitian (an O(nnz) check), Auto warns (:class:`HintWarning`) and uses LU instead, so a
     wrong hint never produces a wrong answer. (An explicit ``sv.Cholesky()`` raises instead.)
+
+    ``pardiso_min``: PARDISO (when pypardiso is installed) beat CHOLMOD and SuperLU from about
+    n = 10⁴ (SPD) / 4·10⁴ (general) on the Q4 Poisson family, factorization + two solves
+    (benchmarks/loop.py); below, its threading and analysis overhead loses.
     """
 
     iterative_min: int = 2_000_000
     dense_max: int = 0
     rtol: float | None = 1e-10
+    pardiso_min: int = 20_000
 
     def choose(self, A: lo.LinearOperator, prob=None):
         posdef = bool(prob is not None and prob.posdef)
@@ -47,7 +53,7 @@ class Auto:
         if isinstance(A, (lo.Diagonal, lo.Identity)):
             return DiagonalSolve()
         if split_low_rank(A) is not None:
-            return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol))
+            return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min))
         stored = isinstance(A, (lo.Dense, lo.Sparse)) or A.shape[0] <= self.dense_max
         if (posdef or hermitian) and stored and not is_hermitian(A):
             warn_caller(f"the problem says hermitian={prob.hermitian}, posdef={prob.posdef} but "
@@ -59,6 +65,10 @@ class Auto:
             be = backend_of_problem(A)
             if posdef and A.shape[0] > self.iterative_min and be.capability("amg") is None:
                 return CG(rtol=self.rtol, precond=AMG())
+            if A.shape[0] >= self.pardiso_min and be.name == "numpy" and _have_pardiso():
+                from ._pardiso import Pardiso
+
+                return Pardiso(posdef=posdef)
             if posdef and be.capability("sparse_cholesky") is None:
                 return Cholesky()
             return LU()
@@ -68,6 +78,12 @@ class Auto:
 
     def setup(self, A, prob):
         return self.choose(A, prob).setup(A, prob)
+
+
+def _have_pardiso() -> bool:
+    from ._pardiso import pardiso_available
+
+    return pardiso_available()
 
 
 @dataclass(frozen=True)
