@@ -33,6 +33,9 @@ SYMMETRIC_PC = frozenset({"cholesky", "icc"})
 SEQUENTIAL_FACTOR = frozenset({"superlu", "umfpack", "klu", "cholmod", "petsc"})
 DIRECT_BACKWARD_TOL = 1e-8   # ‖b − A x‖ / (‖A‖·‖x‖ + ‖b‖) accepted from a direct (preonly) solve
 RESTARTS = 3
+TRUE_RESIDUAL_SLACK = 1.5  # the KSP stops on its recursive residual; the true one may sit just above
+RCOND_TOL = 1e3 * np.finfo(np.float64).eps  # as sv.LU: fewer than ~3 correct digits left
+ACCURACY_ETA = 1e3 * np.finfo(np.float64).eps  # backward error at the rounding level
 TABLE_VERSION = (3, 18)
 
 # Measured with PETSc 3.18.5 (Debian libpetsc-real-dev, OpenMPI): nonsymmetric tridiagonal
@@ -194,6 +197,21 @@ def _setup_error(e, spec, what: str) -> Exception:
     return SolveError(f"{what} with {combo} failed with PETSc error {code}")
 
 
+def _setup_levels(ksp) -> None:
+    """Multigrid (GAMG/MG) sets up its smoothers and coarse solver lazily, at the first
+    PCApply; do it now so that init holds all setup work (and its failures)."""
+    pc = ksp.getPC()
+    if pc.getType() not in ("gamg", "mg"):
+        return
+    for level in range(1, pc.getMGLevels()):
+        smoother = pc.getMGSmoother(level)
+        smoother.setUp()
+        smoother.setUpOnBlocks()
+    coarse = pc.getMGCoarseSolve()
+    coarse.setUp()
+    coarse.setUpOnBlocks()
+
+
 class _PETScFactor:
     """One KSP (and, when routed, a second one on Aᵀ) set up once on the factor's own Mat."""
 
@@ -214,6 +232,8 @@ class _PETScFactor:
         self.ksp = self._make_ksp(self.mat)
         self._setup(self.ksp, "setup")
         self._norms()
+        if not spec.iterative:
+            self._rcond_check()
         self._tmat = self._tksp = None
         hint = prob is not None and bool(getattr(prob, "hermitian", False)) \
             and np.dtype(lib.ScalarType).kind != "c"
@@ -235,8 +255,6 @@ class _PETScFactor:
             pc.setFactorSolverType(spec.factor_solver_type)
         ksp.setTolerances(rtol=spec.rtol, atol=spec.atol, max_it=spec.maxiter)
         names = dict(spec.options)
-        if spec.ksp_type == "cg" and "ksp_norm_type" not in names:
-            ksp.setNormType(lib.KSP.NormType.UNPRECONDITIONED)  # rtol on ‖b − A x‖, not ‖M(b − Ax)‖
         if spec.pc_type == "gamg" and "pc_gamg_reuse_interpolation" not in names:
             names["pc_gamg_reuse_interpolation"] = "true"        # update(): keep the hierarchy
         prefix = f"linops{id(ksp):x}_"
@@ -247,6 +265,8 @@ class _PETScFactor:
         ksp.setFromOptions()
         for k in names:
             opts.delValue(k)
+        if spec.ksp_type == "cg" and "ksp_norm_type" not in names:  # after setFromOptions
+            ksp.setNormType(lib.KSP.NormType.UNPRECONDITIONED)  # rtol on ‖b − A x‖, not ‖M(b − Ax)‖
         ksp.setConvergenceHistory()
         return ksp
 
@@ -254,7 +274,10 @@ class _PETScFactor:
         lib = _lib()
         ksp.setErrorIfNotConverged(True)  # a failed factorization raises here, not at a solve
         try:
-            ksp.setUp()
+            ksp.setOperators(*ksp.getOperators())  # new values in the same Mat: PCSetUp runs now,
+            ksp.setUp()                            # numerically (SAME_NONZERO_PATTERN)
+            ksp.setUpOnBlocks()                    # block factorizations too, not at solve 1
+            _setup_levels(ksp)
         except lib.Error as e:
             raise _setup_error(e, self.spec, what) from None
         finally:
@@ -264,6 +287,23 @@ class _PETScFactor:
         lib = _lib()
         self.norm_inf = self.mat.norm(lib.NormType.INFINITY)   # ‖A‖∞ = ‖Aᵀ‖₁
         self.norm_one = self.mat.norm(lib.NormType.NORM_1)     # ‖A‖₁ = ‖Aᵀ‖∞
+
+    def _rcond_check(self, seed: int = 12345) -> None:
+        """Direct solvers: reciprocal condition estimate from one solve with a random r,
+        rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞); at or below RCOND_TOL the factorization is singular to
+        working precision (MUMPS does not report null pivots by default). Collective."""
+        lib = _lib()
+        r, x = self.mat.createVecLeft(), self.mat.createVecRight()
+        r.array[:] = np.random.default_rng([seed, self.comm.getRank()]).standard_normal(r.getLocalSize())
+        self.ksp.solve(r, x)
+        inf = lib.NormType.INFINITY
+        xmax, rmax = x.norm(inf), r.norm(inf)
+        if not np.isfinite(xmax) or rmax <= RCOND_TOL * self.norm_inf * xmax:
+            est = rmax / (self.norm_inf * xmax) if np.isfinite(xmax) and xmax else 0.0
+            raise SingularMatrixError(
+                f"PETSc {self.spec.combo}: the matrix is singular to working precision: estimated "
+                f"reciprocal condition number {est:.3g} <= {RCOND_TOL:.3g}. "
+                f"{Status.SINGULAR.message}")
 
     def _decide_transpose(self) -> tuple[str, str]:
         lib, spec = _lib(), self.spec
@@ -351,12 +391,12 @@ class _PETScFactor:
                 f"preconditioner), or sv.PETSc(..., route_transpose=True) to solve with an "
                 f"explicit transpose (one extra setup)")
         conj = trans == "H" and np.dtype(lib.ScalarType).kind == "c"
+        self.last_status = Status.SUCCESS
         X = np.empty((nl, B.shape[1]), dtype=lib.ScalarType)
         for j in range(B.shape[1]):
             b = np.conj(B[:, j]) if conj else B[:, j]
             x = self._solve_one(np.ascontiguousarray(b, dtype=lib.ScalarType), trans != "N")
             X[:, j] = np.conj(x) if conj else x
-        self.last_status = Status.SUCCESS
         return X
 
     def _solve_one(self, b_np, transposed: bool):
@@ -393,19 +433,24 @@ class _PETScFactor:
                 if not spec.iterative:
                     self._check_direct(rnorm, bnorm, x, transposed)
                     break
-                if rnorm <= tol:
+                if rnorm <= TRUE_RESIDUAL_SLACK * tol:
                     break
                 if attempt == RESTARTS:
+                    eta = rnorm / (self.norm_inf * x.norm() + bnorm)
+                    limit = getattr(Status, "ACCURACY_LIMIT", None)
+                    if limit is not None and eta <= ACCURACY_ETA:
+                        self.last_status = limit   # at the rounding level: accepted, and said
+                        break
                     raise ConvergenceError(
                         f"PETSc {spec.combo}: true residual ‖b − A x‖/‖b‖ = {rnorm / bnorm:.3g} > "
                         f"rtol={spec.rtol:g} after {RESTARTS} restarts (the KSP's own residual "
                         f"test was looser); {getattr(Status, 'STAGNATION', Status.MAX_ITERATIONS).message}",
                         history, x.array.copy(), getattr(Status, "STAGNATION", Status.MAX_ITERATIONS))
-                rtol *= max(0.5 * tol / rnorm, 1e-6)
+                rtol *= max(0.5 * tol / rnorm, 1e-6)   # restart from the iterate, tighter
                 ksp.setTolerances(rtol=rtol)
                 ksp.setInitialGuessNonzero(True)
         finally:
-            ksp.setTolerances(rtol=spec.rtol)
+            ksp.setTolerances(rtol=spec.rtol, atol=spec.atol)
             ksp.setInitialGuessNonzero(False)
             self.history = history
         return x.array.copy()
@@ -459,6 +504,9 @@ class _PETScFactor:
         A_new.mat.copy(self.mat, structure=same)
         try:
             self._setup(self.ksp, "numeric refactorization")
+            self._norms()
+            if not self.spec.iterative:
+                self._rcond_check()
             if self._tksp is not None:
                 self.mat.transpose(self._tmat) if np.dtype(lib.ScalarType).kind != "c" \
                     else self.mat.hermitianTranspose(self._tmat)
@@ -467,13 +515,13 @@ class _PETScFactor:
         except Exception:
             backup.copy(self.mat, structure=same)
             self._setup(self.ksp, "restoring the previous factorization")
+            self._norms()
             raise
         finally:
             backup.destroy()
         new = object.__new__(_PETScFactor)
         new.__dict__.update(self.__dict__)
         new.iterations, new.history = self.iterations, []
-        new._norms()
         self._retired = True
         return new
 
@@ -493,6 +541,8 @@ def transpose_support() -> list[str]:
         action = {"verified": "reuses the setup",
                   "wrong": "routed via explicit Aᵀ (or refused)",
                   "unsupported": "routed via explicit Aᵀ (or refused)"}[verdict]
+        if ksp in SYMMETRIC_KSP:
+            action = "not used: a symmetric method solves Aᵀ = A forward"
         lines.append(f"  {_combo(ksp, pc, fst):<24} {verdict:<11} {measured:<40} {action}")
     lines.append("  cg/minres, cholesky/icc, or a matrix flagged symmetric: Aᵀ solves are forward solves")
     lines.append("  any other combination: verified at setup with one random right-hand side")
