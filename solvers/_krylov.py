@@ -268,13 +268,41 @@ def _abs_product(op, x):
     return None
 
 
-class _KrylovFactor(_IterativeFactor):
-    def __init__(self, spec, A, prob):
+class _AMGTracked:
+    """Mixin for factors whose preconditioner ``M`` may be an AMG hierarchy: records the
+    iterations of every solve in ``self.amg`` (an :class:`AMGReuse`, shared by the factors of
+    one cache) and, on ``refactor``, keeps / recomputes / rebuilds the hierarchy by its policy."""
+
+    amg = None
+
+    def solve(self, B, trans: str):
+        it0 = self.iterations
+        try:
+            return super().solve(B, trans)
+        finally:
+            if self.amg is not None:
+                self.amg.record(self.iterations - it0)
+
+    def refactor(self, A):
+        if self.amg is None:
+            return type(self)(self.spec, A, self.prob)
+        M = self.amg.update(self.M, A, self._amg_spec, self.hermitian, self.be)
+        return type(self)(self.spec, A, self.prob, M=M, amg=self.amg)
+
+
+class _KrylovFactor(_AMGTracked, _IterativeFactor):
+    def __init__(self, spec, A, prob, M=None, amg=None):
+        from ._precond import AMG, AMGReuse
+
         super().__init__(spec, A, prob)
         self.be.require(spec.method, type(spec).__name__, self.dtype)
         self.hermitian_method = spec.method in ("cg", "minres")
-        self.M = (spec.precond.build(A, self.hermitian, self.be)
-                  if spec.precond is not None else None)
+        if M is None and spec.precond is not None:
+            M = spec.precond.build(A, self.hermitian, self.be)
+        self.M = M
+        if isinstance(spec.precond, AMG):
+            self._amg_spec = spec.precond
+            self.amg = amg if amg is not None else AMGReuse()
         self.kind = type(spec).__name__ + (f" + {self.M.summary}" if self.M is not None else "")
 
     def _run(self, op, trans, b, x0, rtol, history):
@@ -303,12 +331,16 @@ class _KrylovFactor(_IterativeFactor):
         return x, "breakdown" if info < 0 else "maxiter"
 
 
-class _AMGSolveFactor(_IterativeFactor):
+class _AMGSolveFactor(_AMGTracked, _IterativeFactor):
     """pyamg's own cycle iteration (``sv.AMG()`` used as the solver), with the same policy."""
 
-    def __init__(self, spec, A, prob):
+    def __init__(self, spec, A, prob, M=None, amg=None):
+        from ._precond import AMGReuse
+
         super().__init__(spec, A, prob)
-        self.M = spec.build(A, self.hermitian, self.be)
+        self.M = M if M is not None else spec.build(A, self.hermitian, self.be)
+        self._amg_spec = spec
+        self.amg = amg if amg is not None else AMGReuse()
         self.kind = f"AMG solver [{self.M.summary}]"
 
     def _run(self, op, trans, b, x0, rtol, history):

@@ -8,6 +8,7 @@ the alternative.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,23 @@ class AMG:
     numpy only; other backends raise BackendNotSupported naming ILU/Jacobi.
     Setup cost: the hierarchy (≈ a few SpMM with A); application: one V-cycle, O(nnz).
 
+    Reuse across ``cache.update(A=...)`` (same pattern), ``reuse=``:
+
+    - ``"aggregation"`` (default): keep the aggregates of every level (pyamg's predefined
+      aggregation) and recompute the numeric hierarchy (candidates, smoothed prolongators,
+      Galerkin products) for the new A; saves strength of connection and aggregation.
+    - ``"hierarchy"``: keep the whole hierarchy of the old A as the preconditioner while the
+      iterations per solve stay within ``max_growth`` × those after the last full build;
+      when they grew, the next update recomputes it on the kept aggregation (and if that does
+      not bring them back, builds it from scratch).
+    - ``"none"``: a full setup per update.
+
+    Under "aggregation" too, a step whose iterations exceeded ``max_growth`` × the baseline
+    makes the next update a full setup (the aggregation no longer fits A). Ruge–Stüben has no
+    predefined splitting in pyamg: its numeric rebuilds are full setups. What happened is
+    counted on the factor: ``cache.factor.amg`` (:class:`AMGReuse`: ``builds``,
+    ``numeric_rebuilds``, ``kept``, ``rebuilds``, iterations per solve for every step).
+
     >>> import pyamg, numpy as np, solvers as sv
     >>> A = pyamg.gallery.poisson((20, 20), format="csr")
     >>> sol = sv.solve(sv.LinearProblem(A, np.ones(400)), sv.CG(rtol=1e-10, precond=sv.AMG()))
@@ -73,12 +91,20 @@ class AMG:
     accel: str | None = None
     options: dict = field(default_factory=dict)
     x0: Any = None
+    reuse: str = "aggregation"
+    max_growth: float = 1.5
 
     def __post_init__(self):
         from ._krylov import _check_spec
 
         if self.kind not in ("sa", "rs"):
             raise ValueError(f"AMG kind must be 'sa' or 'rs', got kind={self.kind!r}")
+        if self.reuse not in REUSE:
+            raise ValueError(f"AMG reuse must be one of {REUSE}, got reuse={self.reuse!r}")
+        if not (isinstance(self.max_growth, (int, float)) and math.isfinite(self.max_growth)
+                and self.max_growth >= 1):
+            raise ValueError(f"AMG max_growth must be a finite number >= 1, got "
+                             f"max_growth={self.max_growth!r}")
         _check_spec(self)
 
     def build(self, A, hermitian: bool | None, be) -> "_AMGPrecond":
@@ -93,20 +119,44 @@ class AMG:
         return _AMGSolveFactor(self, A, prob)
 
 
-def _pyamg_hierarchy(spec: AMG, S):
+REUSE = ("aggregation", "hierarchy", "none")
+
+
+def _pyamg_hierarchy(spec: AMG, S, aggregates=None):
+    """pyamg's hierarchy of S. Smoothed aggregation keeps each level's aggregation (``AggOp``,
+    n entries) for numeric rebuilds and drops the rest of what ``keep`` retains; with
+    ``aggregates`` the aggregation is predefined (strength and aggregation are skipped)."""
     import pyamg
 
-    if spec.kind == "sa":
-        return pyamg.smoothed_aggregation_solver(S, **spec.options)
-    return pyamg.ruge_stuben_solver(S, **spec.options)
+    if spec.kind != "sa":
+        return pyamg.ruge_stuben_solver(S, **spec.options)
+    opts = dict(spec.options)
+    user_keep = bool(opts.pop("keep", False))
+    if aggregates is not None:
+        opts.update(aggregate=[("predefined", {"AggOp": agg}) for agg in aggregates],
+                    max_levels=len(aggregates) + 1)
+    keep = user_keep or spec.reuse != "none"
+    ml = pyamg.smoothed_aggregation_solver(S, keep=keep, **opts)
+    if keep and not user_keep:
+        for level in ml.levels[:-1]:
+            for name in ("C", "T", "Cnodes"):
+                level.__dict__.pop(name, None)
+    return ml
 
 
 class _AMGPrecond(Preconditioner):
-    def __init__(self, spec: AMG, A: lo.Sparse, hermitian, be, ml=None, adjoint_of=None):
+    def __init__(self, spec: AMG, A: lo.Sparse, hermitian, be, ml=None, adjoint_of=None,
+                 aggregates=None, adjoint_aggregates=None):
         self.spec, self.A, self.hermitian, self.be = spec, A, hermitian, be
-        self.ml = ml if ml is not None else _pyamg_hierarchy(spec, be.csr(A.values, A.pattern))
+        self.ml = ml if ml is not None else _pyamg_hierarchy(spec, be.csr(A.values, A.pattern),
+                                                             aggregates)
         self._cycle = self.ml.aspreconditioner(cycle="V")
         self._adjoint = adjoint_of
+        self._adjoint_aggregates = adjoint_aggregates
+        levels = self.ml.levels[:-1]
+        self.aggregates = ([lv.AggOp for lv in levels]
+                           if spec.kind == "sa" and all(hasattr(lv, "AggOp") for lv in levels)
+                           else None)
         self.summary = (f"AMG({spec.kind}): {len(self.ml.levels)} levels, operator complexity "
                         f"{self.ml.operator_complexity():.2f}, grid complexity "
                         f"{self.ml.grid_complexity():.2f}")
@@ -123,8 +173,108 @@ class _AMGPrecond(Preconditioner):
             return self
         if self._adjoint is None:
             self._adjoint = _AMGPrecond(self.spec, self.A.adjoint(), False, self.be,
-                                        adjoint_of=self)
+                                        adjoint_of=self, aggregates=self._adjoint_aggregates)
         return self._adjoint
+
+    def rebuilt(self, A: lo.Sparse) -> "_AMGPrecond":
+        """The hierarchy of A (same pattern) on this one's aggregation (and its adjoint's,
+        when that was built); requires ``self.aggregates``."""
+        adj = self._adjoint
+        adj_aggs = (adj.aggregates if adj is not None and adj is not self and not self.hermitian
+                    else self._adjoint_aggregates)
+        return _AMGPrecond(self.spec, A, self.hermitian, self.be, aggregates=self.aggregates,
+                           adjoint_aggregates=adj_aggs)
+
+    def refreshed(self, A: lo.Sparse) -> "_AMGPrecond":
+        """This hierarchy kept for A (same pattern): the finest level's operator and every
+        level's smoothers are replaced (O(nnz)), the coarse levels stay those of the old A, so
+        residuals and fine-level smoothing are A's own. The adjoint hierarchy (non-Hermitian A)
+        is recomputed on its kept aggregation when first needed."""
+        import copy
+
+        from pyamg.relaxation.smoothing import change_smoothers
+
+        S = self.be.csr(A.values, A.pattern)
+        old = self.ml.levels[0].A
+        if hasattr(old, "symmetry"):
+            S.symmetry = old.symmetry
+        ml = copy.copy(self.ml)
+        ml.levels = [copy.copy(level) for level in self.ml.levels]
+        ml.levels[0].A = S
+        smoother = ("block_gauss_seidel" if self.spec.kind == "sa" else "gauss_seidel",
+                    {"sweep": "symmetric"})
+        change_smoothers(ml, self.spec.options.get("presmoother", smoother),
+                         self.spec.options.get("postsmoother", smoother))
+        adj = self._adjoint
+        adj_aggs = (adj.aggregates if adj is not None and adj is not self and not self.hermitian
+                    else self._adjoint_aggregates)
+        new = _AMGPrecond(self.spec, A, self.hermitian, self.be, ml=ml,
+                          adjoint_aggregates=adj_aggs)
+        new.aggregates = self.aggregates
+        return new
+
+
+@dataclass
+class AMGReuse:
+    """What happened to an AMG hierarchy over a cache's updates (``cache.factor.amg``).
+
+    ``builds``: full setups (strength, aggregation, numeric hierarchy), the first included;
+    ``numeric_rebuilds``: hierarchies recomputed on the kept aggregation; ``kept``: updates
+    that kept the whole hierarchy; ``steps``: for every step (init or update, up to the next
+    update) the iterations of each solve in it; ``baseline``: the largest per-solve count in the
+    step after the last full build. ``rebuilds`` = builds − 1 + numeric_rebuilds.
+    """
+
+    builds: int = 1
+    numeric_rebuilds: int = 0
+    kept: int = 0
+    steps: list = field(default_factory=lambda: [[]])
+    baseline: int | None = None
+    last: str = "build"
+
+    @property
+    def rebuilds(self) -> int:
+        return self.builds - 1 + self.numeric_rebuilds
+
+    @property
+    def iterations_per_step(self) -> list:
+        """Total iterations of each step."""
+        return [sum(s) for s in self.steps]
+
+    def record(self, iterations: int) -> None:
+        self.steps[-1].append(int(iterations))
+
+    def decide(self, spec: AMG) -> str:
+        """'keep', 'numeric' or 'build' for the next A (see ``AMG``'s reuse rules)."""
+        cur = max(self.steps[-1], default=None)
+        baseline = self.baseline if self.baseline is not None else cur
+        grew = cur is not None and baseline is not None and cur > spec.max_growth * baseline
+        if spec.reuse == "none":
+            return "build"
+        if spec.reuse == "hierarchy":
+            return ("build" if self.last == "numeric" else "numeric") if grew else "keep"
+        return "build" if grew else "numeric"
+
+    def update(self, M: _AMGPrecond, A: lo.Sparse, spec: AMG, hermitian, be) -> _AMGPrecond:
+        """The preconditioner for the new A under the reuse policy; counts what it did."""
+        cur = max(self.steps[-1], default=None)
+        action = self.decide(spec)
+        if action == "numeric" and M.aggregates is None:
+            action = "build"  # Ruge–Stüben: no predefined splitting
+        new = (M.refreshed(A) if action == "keep" else M.rebuilt(A) if action == "numeric"
+               else spec.build(A, hermitian, be))
+        if self.baseline is None and cur is not None:
+            self.baseline = cur
+        if action == "build":
+            self.builds += 1
+            self.baseline = None
+        elif action == "numeric":
+            self.numeric_rebuilds += 1
+        else:
+            self.kept += 1
+        self.last = action
+        self.steps.append([])
+        return new
 
 
 # ----- ILU ---------------------------------------------------------------------------------------
