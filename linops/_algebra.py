@@ -5,6 +5,11 @@
 - scalings merge (c·(d·A) = (cd)·A) and are absorbed by low-rank factors (c·u vᴴ = (c u) vᴴ);
 - identities drop from products, zeros absorb, products flatten; any product with a low-rank
   factor stays low rank with the smaller rank (U Vᴴ B = U (Bᴴ V)ᴴ).
+
+Why at construction: a gradient accumulated over many steps (``G = G + RankOne(...)``) stays one
+LowRank instead of a deep tree of sums, and ``project``/``inner`` of it stay one SDDMM. The
+rules are exact (no recompression, no dropping of small terms), and each costs at most one
+product with an operand (``compose`` with a low-rank factor) or one addition of value arrays.
 """
 
 from __future__ import annotations
@@ -24,6 +29,20 @@ def _is_python_scalar(c, value) -> bool:
 
 
 def scale(c, A: LinearOperator) -> LinearOperator:
+    """c·A, simplified: what ``c * A`` returns.
+
+    ``1 * A`` is A, ``0 * A`` (python zero) a Zero, c·Zero the Zero, c·(d·A) is (c d)·A, and a
+    RankOne or LowRank absorbs c into its first factor (O(m·k)). Anything else is a Scaled.
+    Only python 0 and 1 are special-cased: an array scalar (a jax tracer) always scales, so
+    that the result does not depend on a traced value.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> R = lo.RankOne(np.array([1.0, 2.0]), np.ones(2))
+    >>> scale(3, R).u
+    array([3., 6.])
+    """
     if _is_python_scalar(c, 1):
         return A
     if isinstance(A, Zero):
@@ -40,6 +59,26 @@ def scale(c, A: LinearOperator) -> LinearOperator:
 
 
 def add(*ops: LinearOperator) -> LinearOperator:
+    """ops[0] + ops[1] + …, simplified: what ``A + B`` returns.
+
+    Nested sums flatten; Zero terms drop; all low-rank terms become one LowRank (factors
+    concatenated, rank = the sum of the ranks); Sparse terms on one pattern become one Sparse
+    (values added, O(nnz)). Returns the single remaining term itself, a Zero if none remains,
+    else a Sum.
+
+    Raises
+    ------
+    ShapeError
+        If two operands differ in shape.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> R = lo.RankOne(np.ones(3), np.ones(3))
+    >>> G = add(R, lo.Zero((3, 3)), R)
+    >>> G, G.rank
+    (LowRank(shape=(3, 3), dtype=float64), 2)
+    """
     shape = ops[0].shape
     flat: list[LinearOperator] = []
     for op in ops:
@@ -76,6 +115,27 @@ def add(*ops: LinearOperator) -> LinearOperator:
 
 
 def compose(A: LinearOperator, B: LinearOperator) -> LinearOperator:
+    """A B, simplified: what ``A @ B`` returns for two operators.
+
+    Identities drop; a Zero factor gives a Zero; scalars move out (a Scaled of the product); a
+    low-rank factor keeps the product low rank: ``U Vᴴ B`` is ``LowRank(U, Bᴴ V)`` and
+    ``B U Vᴴ`` is ``LowRank(B U, V)`` (one product of B with k columns, now, not at every
+    application); two low-rank factors give the smaller rank. Otherwise a flat Product.
+
+    Raises
+    ------
+    ShapeError
+        If ``A.shape[1] != B.shape[0]``, naming both shapes.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> A = lo.Dense(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> compose(lo.RankOne(np.ones(2), np.ones(2)), A).v      # u (Aᴴ 1)ᴴ
+    array([4., 6.])
+    >>> compose(lo.Identity(2), A) is A
+    True
+    """
     if A.shape[1] != B.shape[0]:
         raise ShapeError(f"A @ B with A.shape={A.shape} but B.shape={B.shape}")
     if isinstance(A, Identity):
@@ -91,6 +151,8 @@ def compose(A: LinearOperator, B: LinearOperator) -> LinearOperator:
     if isinstance(B, Scaled):
         return scale(B.c, compose(A, B.A))
     if isinstance(A, LOW_RANK) and isinstance(B, LOW_RANK):
+        # U₁ V₁ᴴ U₂ V₂ᴴ = U₁ M V₂ᴴ with the small core M; fold M into the factor whose rank
+        # is kept, so the result has rank min(k₁, k₂)
         U1, V1 = A.factors()
         U2, V2 = B.factors()
         xp = namespace(U1, V1, U2, V2)

@@ -1,8 +1,17 @@
-"""The abstract operator: subclasses supply ``matmat`` and ``adjoint``; the rest is derived.
+"""The abstract operator, and the machinery every concrete operator shares.
 
-Every concrete operator is a frozen dataclass decorated with :func:`operator`, which also
-registers it as a jax pytree (array fields are leaves, everything else is static) the first time
-jax is in use. Unflattening bypasses ``__init__`` so jax may put tracers or placeholders there.
+:class:`LinearOperator` asks a subclass for ``matmat`` and ``adjoint`` and derives the rest
+(``matvec``, ``apply``, ``@``, ``+``, ``-``, ``*``, ``/``, ``.H``, ``.T``, ``.conj()``).
+
+Every concrete operator of linops is a frozen dataclass decorated with :func:`operator`, which
+also registers it as a jax pytree as soon as jax is in use, in either import order
+(:func:`install_jax_hook`): the fields named in the class's ``_leaves`` are pytree leaves,
+every other field is static aux data. Unflattening bypasses ``__init__``, so jax may put
+tracers or placeholders in the leaves without running the construction checks.
+
+The array helpers here carry the snapshot rule of ``linops._backend`` into the operators:
+:func:`snapshot` copies a user's array once, at construction; :func:`seal` marks an array that
+linops has just computed as immutable, so an operator can keep it without that copy.
 """
 
 from __future__ import annotations
@@ -21,7 +30,12 @@ _REGISTERED: set[type] = set()
 
 
 def operator(cls):
-    """Class decorator: freeze as a dataclass (identity equality) and remember for pytrees."""
+    """Class decorator for a concrete operator: a frozen dataclass, and a jax pytree.
+
+    ``eq=False`` keeps identity equality and hashing: ``==`` on array fields would compare
+    elementwise, and a jax array cannot be hashed. ``repr=False`` keeps the short
+    ``LinearOperator`` repr instead of printing the arrays.
+    """
     cls = dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)
     _OPERATOR_CLASSES.append(cls)
     if "jax" in sys.modules:
@@ -40,6 +54,7 @@ def ensure_jax_pytrees() -> None:
         leaves = tuple(n for n in names if n in cls._leaves)
         static = tuple(n for n in names if n not in cls._leaves)
 
+        # default arguments bind this class's field names (a closure would see the last class)
         def flatten(op, leaves=leaves, static=static):
             return (tuple(getattr(op, n) for n in leaves),
                     tuple(getattr(op, n) for n in static))
@@ -66,6 +81,8 @@ class _JaxImportHook:
             return None
         import importlib.util
 
+        # leave sys.meta_path before asking the real finders, so that find_spec below does not
+        # come back here; the hook fires once
         if self in sys.meta_path:
             sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -110,7 +127,14 @@ def is_array(x: Any) -> bool:
 
 
 def snapshot(x):
-    """The mutation rule (see ``_backend``): a private, unchangeable version of a user array."""
+    """The mutation rule (see ``_backend``): a private, unchangeable version of a user array.
+
+    A numpy array is copied once (O(bytes)) into a read-only array, unless it is read-only all
+    the way down (itself and every array it views): then nobody can change it and it is kept.
+    jax arrays are kept; cupy arrays are copied on their device. ``np.matrix`` becomes an
+    ndarray (its ``*`` and 2-D slicing rules would break the operators). Non-arrays (python
+    scalars, operators) pass through unchanged.
+    """
     if not is_array(x):
         return x
     from ._backend import backend_of
@@ -131,18 +155,72 @@ def conj(x):
 
 
 def seal(x):
-    """Mark an array linops just created as immutable, so operators keep it without a copy."""
+    """Mark an array linops just created as immutable, so operators keep it without a copy.
+
+    Only for arrays nobody else holds: sealing a user's array would make it read-only under
+    their feet. A numpy view is left writeable (its base could still change), and the operator
+    that receives it then copies it.
+    """
     from ._backend import backend_of
 
     return backend_of(x).seal(x) if is_array(x) else x
 
 
 class LinearOperator(abc.ABC):
-    """A linear map of shape (m, n). Subclasses implement ``matmat`` and ``adjoint``.
+    """An m×n linear map, applied lazily: the base class of every linops operator.
 
-    Derived: ``matvec``, ``@`` (with operators: lazy product; with arrays: application, also
-    ``X @ A`` from the left), ``+``, ``-``, scalar ``*``, ``.H`` (conjugate transpose),
-    ``.T`` (plain transpose, never conjugates), ``.conj()``.
+    A subclass supplies ``shape``, ``dtype`` and exactly two methods, ``matmat(X)`` (A X for a
+    2-D array X) and ``adjoint()`` (Aᴴ as an operator). Everything else is derived:
+
+    - ``A @ x`` and ``A @ X`` apply A to an array of shape (n,) or (n, k), shape-checked;
+      ``x @ A`` and ``X @ A`` apply it from the left, as (Aᵀ Xᵀ)ᵀ;
+    - ``A @ B``, ``A + B``, ``A - B``, ``c * A``, ``A / c`` and ``-A`` build new operators
+      (``Product``, ``Sum``, ``Scaled``), simplified at construction; an array operand of
+      ``+`` or ``-`` is wrapped with ``aslinop``;
+    - ``A.H`` is the conjugate transpose, ``A.T`` the plain transpose (it never conjugates),
+      ``A.conj()`` the entrywise conjugate.
+
+    The operators of linops are frozen dataclasses: they never change after construction, and
+    applying one changes nothing. An application costs what the subclass's ``matmat`` costs;
+    each operator states its cost and its adjoint in its docstring.
+
+    Attributes
+    ----------
+    shape : tuple of two ints
+        (m, n): A maps vectors of length n to vectors of length m.
+    dtype : numpy.dtype
+        The result type of the operator's arrays and scalars.
+
+    Raises
+    ------
+    ShapeError
+        From ``@``, ``+`` and ``-`` when the shapes do not fit, naming both.
+
+    See Also
+    --------
+    MatrixFree : an operator from two callables, without writing a class.
+
+    Examples
+    --------
+    A new operator is a subclass with ``shape``, ``dtype``, ``matmat`` and ``adjoint``; it then
+    combines, applies and answers queries like any other:
+
+    >>> import numpy as np, linops as lo
+    >>> class Flip(lo.LinearOperator):           # reverses the order of the entries
+    ...     shape, dtype = (3, 3), np.dtype("float64")
+    ...     def matmat(self, X):
+    ...         return X[::-1]
+    ...     def adjoint(self):
+    ...         return self                      # a symmetric permutation is its own adjoint
+    >>> F = Flip()
+    >>> F @ np.array([1.0, 2.0, 3.0])
+    array([3., 2., 1.])
+    >>> lo.to_dense(2 * F + lo.Identity(3))
+    array([[1., 0., 2.],
+           [0., 3., 0.],
+           [2., 0., 1.]])
+    >>> lo.testing.dottest(F)
+    True
     """
 
     _leaves: ClassVar[tuple[str, ...]] = ()
@@ -154,38 +232,151 @@ class LinearOperator(abc.ABC):
 
     @abc.abstractmethod
     def matmat(self, X):
-        """A @ X for a dense X of shape (n, k)."""
+        """A X for a 2-D array X of shape (n, k), in X's backend.
+
+        The primitive every product goes through. It does not check X (``apply`` and ``@``
+        do); it costs what the operator's docstring states.
+
+        Parameters
+        ----------
+        X : array of shape (n, k)
+            numpy, cupy or jax; the operator's arrays must be of the same backend.
+
+        Returns
+        -------
+        array of shape (m, k)
+            dtype: the promotion of the operator's and X's dtypes.
+
+        Examples
+        --------
+        >>> import numpy as np, linops as lo
+        >>> lo.Diagonal(np.array([1.0, 2.0])).matmat(np.ones((2, 3)))
+        array([[1., 1., 1.],
+               [2., 2., 2.]])
+        """
 
     @abc.abstractmethod
     def adjoint(self) -> "LinearOperator":
-        """The conjugate transpose Aᴴ, pushed to the leaves."""
+        """The conjugate transpose Aᴴ (n×m), as an operator; nothing is computed.
+
+        Operators push it to their arrays (the adjoint of a ``Sum`` is the sum of the adjoints;
+        of a ``Dense``, a ``Dense`` of ``conj(a).T``), so ``A.H.H`` is an operator of A's own
+        kind, not a wrapper of a wrapper. Cost: O(1), except O(nnz) for ``Sparse`` (its values
+        are permuted onto the transposed pattern) and O(size) for complex arrays (conjugated).
+
+        Returns
+        -------
+        LinearOperator of shape (n, m)
+
+        Raises
+        ------
+        NotImplementedError
+            For a ``MatrixFree`` built without ``rmatmat``: its adjoint is unknown.
+
+        Examples
+        --------
+        >>> import numpy as np, linops as lo
+        >>> A = lo.Dense(np.array([[1.0, 2j], [0.0, 3.0]]))
+        >>> lo.to_dense(A.adjoint())
+        array([[1.-0.j, 0.-0.j],
+               [0.-2.j, 3.-0.j]])
+        """
 
     # ----- derived ---------------------------------------------------------------------------
     @property
     def H(self) -> "LinearOperator":
+        """The conjugate transpose Aᴴ: ``A.adjoint()``, the operator with ⟨A x, y⟩ = ⟨x, Aᴴ y⟩.
+
+        Examples
+        --------
+        >>> import numpy as np, linops as lo
+        >>> A = lo.Dense(np.array([[1.0, 1j]]))
+        >>> A.shape, A.H.shape, A.H @ np.array([1.0])
+        ((1, 2), (2, 1), array([1.+0.j, 0.-1.j]))
+        """
         return self.adjoint()
 
     @property
     def T(self) -> "LinearOperator":
+        """The plain transpose Aᵀ = conj(Aᴴ): it never conjugates, not even a ``Scaled``'s c.
+
+        Complex symmetric problems (Aᵀ = A, as in Helmholtz or tight-binding resolvents) need
+        this, not ``.H``. For a real operator the two agree. Cost: that of ``adjoint``, plus a
+        conjugation of complex arrays; an operator outside linops becomes a ``MatrixFree``
+        that conjugates around its products.
+
+        Examples
+        --------
+        >>> import numpy as np, linops as lo
+        >>> A = lo.Dense(np.array([[1.0, 1j]]))
+        >>> A.T @ np.array([1.0])
+        array([1.+0.j, 0.+1.j])
+        """
         from ._queries import conjugate
 
         return conjugate(self.adjoint())
 
     def conj(self) -> "LinearOperator":
+        """The entrywise complex conjugate conj(A), same shape (not a transpose).
+
+        Operators of linops conjugate their arrays (a real array is kept, not copied); any
+        other operator becomes a ``MatrixFree`` applying X ↦ conj(A conj(X)).
+
+        Examples
+        --------
+        >>> import numpy as np, linops as lo
+        >>> lo.to_dense(lo.Diagonal(np.array([1j, 2.0])).conj())
+        array([[0.-1.j, 0.+0.j],
+               [0.+0.j, 2.+0.j]])
+        """
         from ._queries import conjugate
 
         return conjugate(self)
 
     @property
     def ndim(self) -> int:
+        """Always 2: code written for matrices (``A.ndim == 2`` checks) accepts operators."""
         return 2
 
     def matvec(self, x):
+        """A x for a 1-D array x of shape (n,); returns shape (m,).
+
+        Raises
+        ------
+        ShapeError
+            If x is not a 1-D array of length n.
+
+        Examples
+        --------
+        >>> import numpy as np, linops as lo
+        >>> lo.Dense(np.array([[1.0, 2.0], [3.0, 4.0]])).matvec(np.ones(2))
+        array([3., 7.])
+        """
         _check_apply(self, x, 1)
         return self.matmat(x[:, None])[:, 0]
 
     def apply(self, X):
-        """A @ X for X of shape (n,) or (n, k); shape-checked."""
+        """A X for X of shape (n,) or (n, k), shape-checked: what ``A @ X`` calls.
+
+        Parameters
+        ----------
+        X : array of shape (n,) or (n, k)
+
+        Returns
+        -------
+        array of shape (m,) or (m, k)
+
+        Raises
+        ------
+        ShapeError
+            If X is not a 1-D or 2-D array with n rows; the message names both shapes.
+
+        Examples
+        --------
+        >>> import numpy as np, linops as lo
+        >>> lo.Identity(2).apply(np.ones((2, 3))).shape
+        (2, 3)
+        """
         if getattr(X, "ndim", None) == 1:
             return self.matvec(X)
         _check_apply(self, X, 2)
@@ -201,6 +392,7 @@ class LinearOperator(abc.ABC):
         return NotImplemented
 
     def __rmatmul__(self, other):
+        # X @ A = (Aᵀ Xᵀ)ᵀ: the plain transpose, no conjugation, exactly as for a matrix
         if not is_array(other):
             return NotImplemented
         if other.ndim == 1:
@@ -240,6 +432,8 @@ class LinearOperator(abc.ABC):
     def __mul__(self, c):
         from ._algebra import scale
 
+        # scalars only: an entrywise product of two operators has no lazy form, so ``A * B``
+        # raises TypeError rather than silently densifying
         if _is_scalar(c):
             return scale(c, self)
         return NotImplemented
@@ -269,6 +463,7 @@ def _dense(a):
 
 
 def _is_scalar(c) -> bool:
+    """Python and numpy numbers and 0-d arrays (jax tracers under ``jax.grad`` too)."""
     if isinstance(c, (int, float, complex, np.number)):
         return True
     return is_array(c) and getattr(c, "ndim", 1) == 0
@@ -281,6 +476,7 @@ def _check_apply(A: LinearOperator, X, ndim: int) -> None:
 
 
 def check_shape(shape) -> tuple[int, int]:
+    """``shape`` as a tuple of two python ints ≥ 0; ShapeError naming it otherwise."""
     try:
         m, n = (int(s) for s in shape)
     except (TypeError, ValueError):

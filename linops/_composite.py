@@ -1,5 +1,11 @@
-"""Sum, Product and Scaled: lazy combinations. Build them with ``+``, ``@`` and ``*``, which
-simplify first (see ``_algebra``); the constructors only check shapes."""
+"""Sum, Product and Scaled: lazy combinations of operators, and their query rules.
+
+Build them with ``+``, ``@`` and ``*``, which simplify first (see ``_algebra``): a sum or product
+that can be one simpler operator never becomes one of these. The constructors only check shapes,
+so calling them directly builds the combination as written, unsimplified. Queries distribute
+over them (``sample``, ``to_dense`` and ``inner`` of a Sum are sums of the terms'; of a Scaled,
+the scalar times the inner one's).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from ._queries import _inner, _sample, _to_dense, conjugate
 
 
 def conj_scalar(c):
+    """conj(c) for a python number, numpy scalar or 0-d array (a jax tracer too); python real
+    numbers are returned unchanged so that they stay weakly typed."""
     if isinstance(c, (int, float)):
         return c
     if isinstance(c, (complex, np.number)):
@@ -22,6 +30,8 @@ def conj_scalar(c):
 
 
 def scalar_dtype(c):
+    """What ``np.result_type`` should see for a scalar: python numbers themselves (weak),
+    arrays their dtype; so ``2.0 * A`` keeps a float32 A float32, ``np.float64(2) * A`` not."""
     if isinstance(c, (int, float, complex)):
         return c  # python scalars are weak: they do not promote float32 to float64
     return c.dtype
@@ -29,7 +39,32 @@ def scalar_dtype(c):
 
 @operator
 class Sum(LinearOperator):
-    """A₁ + … + Aₚ. Apply: the sum of the terms' costs. Adjoint: Σ Aᵢᴴ."""
+    """The sum A₁ + … + Aₚ of operators of one shape, kept as its terms.
+
+    Apply: the sum of the terms' costs. Adjoint: Σ Aᵢᴴ, a Sum. ``A + B`` builds one after
+    simplifying: nested sums flatten, Zero terms drop, low-rank terms merge into one LowRank,
+    Sparse terms on one pattern add their values; a single remaining term is returned as is.
+
+    Parameters
+    ----------
+    terms : sequence of LinearOperator
+        At least one, all of one shape; dtype is their promotion.
+
+    Raises
+    ------
+    ValueError
+        If ``terms`` is empty.
+    ShapeError
+        If two terms differ in shape.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> A = lo.Dense(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> B = A + lo.Diagonal(np.array([10.0, 20.0]))
+    >>> B, len(B.terms), B @ np.ones(2)
+    (Sum(shape=(2, 2), dtype=float64), 2, array([13., 27.]))
+    """
 
     terms: tuple
     shape: tuple[int, int] = None
@@ -47,18 +82,48 @@ class Sum(LinearOperator):
         _set(self, terms=terms, shape=shape, dtype=np.result_type(*[t.dtype for t in terms]))
 
     def matmat(self, X):
+        """Σ Aᵢ X, term by term."""
         out = self.terms[0].matmat(X)
         for t in self.terms[1:]:
             out = out + t.matmat(X)
         return out
 
     def adjoint(self) -> "Sum":
+        """Σ Aᵢᴴ (built directly: the terms were simplified already)."""
         return Sum(tuple(t.adjoint() for t in self.terms))
 
 
 @operator
 class Product(LinearOperator):
-    """A₁ A₂ … Aₚ. Apply: right to left, the sum of the factors' costs. Adjoint: Aₚᴴ … A₁ᴴ."""
+    """The product A₁ A₂ … Aₚ, kept as its factors and applied right to left.
+
+    Apply: A₁ (A₂ (… (Aₚ X))), the sum of the factors' costs; nothing of size m×n is formed.
+    Adjoint: Aₚᴴ … A₁ᴴ, a Product. ``A @ B`` builds one after simplifying: identities drop,
+    a Zero factor gives a Zero, scalars move out front (a Scaled of the product), nested
+    products flatten, and a product with a low-rank factor becomes a LowRank of that rank.
+
+    Parameters
+    ----------
+    factors : sequence of LinearOperator
+        At least two, with ``factors[i].shape[1] == factors[i + 1].shape[0]``.
+
+    Raises
+    ------
+    ValueError
+        If fewer than two factors are given.
+    ShapeError
+        If two neighbours do not chain, naming both shapes.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> A = lo.Dense(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> P = A @ lo.Diagonal(np.array([1.0, -1.0]))
+    >>> P, P @ np.ones(2)
+    (Product(shape=(2, 2), dtype=float64), array([-1., -1.]))
+    >>> P.H.factors
+    (Diagonal(shape=(2, 2), dtype=float64), Dense(shape=(2, 2), dtype=float64))
+    """
 
     factors: tuple
     shape: tuple[int, int] = None
@@ -76,18 +141,47 @@ class Product(LinearOperator):
              dtype=np.result_type(*[f.dtype for f in fs]))
 
     def matmat(self, X):
+        """Aₚ first, then each factor to its left: one product per factor."""
         for f in reversed(self.factors):
             X = f.matmat(X)
         return X
 
     def adjoint(self) -> "Product":
+        """(A₁ … Aₚ)ᴴ = Aₚᴴ … A₁ᴴ."""
         return Product(tuple(f.adjoint() for f in reversed(self.factors)))
 
 
 @operator
 class Scaled(LinearOperator):
-    """c·A for a scalar c (python number or 0-d array, also a jax tracer). Adjoint: conj(c)·Aᴴ;
-    transpose: c·Aᵀ (``.T`` never conjugates the scalar)."""
+    """c·A for a scalar c and an operator A.
+
+    Apply: A's cost plus one scaling of the result, O(m·k). Adjoint: conj(c)·Aᴴ; transpose:
+    c·Aᵀ (``.T`` never conjugates the scalar). ``c * A`` builds one after simplifying:
+    ``1 * A`` is A, ``0 * A`` a Zero, c·(d·A) is (c d)·A, and a low-rank A absorbs c into its
+    first factor instead.
+
+    Parameters
+    ----------
+    c : scalar
+        A python number (weakly typed: ``2.0 * A`` keeps a float32 A float32), a numpy scalar
+        or a 0-d array; a jax tracer under ``jax.grad`` too, so c is a pytree leaf.
+    A : LinearOperator
+
+    Raises
+    ------
+    TypeError
+        If A is not an operator.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> A = lo.Dense(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> B = 2 * (3 * A)                                 # scalings merge
+    >>> B, B.c, B @ np.ones(2)
+    (Scaled(shape=(2, 2), dtype=float64), 6, array([18., 42.]))
+    >>> complex((2j * A).H.c), complex((2j * A).T.c)  # .H conjugates c, .T does not
+    (-2j, 2j)
+    """
 
     c: Any
     A: LinearOperator
@@ -102,9 +196,11 @@ class Scaled(LinearOperator):
         _set(self, shape=self.A.shape, dtype=np.result_type(self.A.dtype, scalar_dtype(self.c)))
 
     def matmat(self, X):
+        """c (A X)."""
         return self.c * self.A.matmat(X)
 
     def adjoint(self) -> "Scaled":
+        """conj(c) Aᴴ."""
         return Scaled(conj_scalar(self.c), self.A.adjoint())
 
 
@@ -159,4 +255,5 @@ def _(G: Sum, K: LinearOperator):
 
 @_inner.register
 def _(G: Scaled, K: LinearOperator):
+    # ⟨c G, K⟩ = conj(c) ⟨G, K⟩: the inner product is conjugate-linear in its first argument
     return conj_scalar(G.c) * _inner(G.A, K)

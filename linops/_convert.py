@@ -1,4 +1,10 @@
-"""Conversions in (``aslinop``) and out (``aslinearoperator``)."""
+"""Conversions in (``aslinop``) and out (``aslinearoperator``).
+
+``aslinop`` is the single door into linops: every function that takes "an operator" (the
+queries, ``A + x``, ``LinearProblem``) calls it, so each input type is understood in one place
+and anything else fails with one message that lists what is accepted. ``aslinearoperator`` is
+the door out, to scipy's solvers.
+"""
 
 from __future__ import annotations
 
@@ -21,16 +27,57 @@ ACCEPTED = ("a linops operator, a 2-D numpy/cupy/jax array (or nested list), any
 
 
 def aslinop(x: Any) -> LinearOperator:
-    """Wrap ``x`` as a linops operator.
+    """Wrap ``x`` as a linops operator; an operator is returned as it is.
 
-    Arrays and sparse data are snapshotted (the mutation rule in ``linops._backend``): editing
-    ``x`` afterwards does not change the operator. Duck-typed operators (PyLops and others with
-    ``matvec``/``rmatvec`` or ``matmat``/``rmatmat``) become :class:`MatrixFree`; their callables
-    are used as they are. Anything else raises :class:`UnsupportedOperandError`.
+    ============================================  ======================================
+    x                                             result
+    ============================================  ======================================
+    a linops operator                             x itself
+    2-D numpy / cupy / jax array, nested list     :class:`Dense` (np.matrix as ndarray)
+    scipy.sparse matrix or array, any format      :class:`Sparse` (``Sparse.from_scipy``)
+    cupyx.scipy.sparse matrix                     Sparse with cupy values (host pattern)
+    jax.experimental.sparse BCOO / BCSR           Sparse with jax values (duplicates summed)
+    scipy.sparse.linalg.LinearOperator            :class:`MatrixFree` (``from_scipy``)
+    petsc4py Mat                                  a PETSc operator (see ``linops.petsc``)
+    shape + dtype + matvec/matmat (PyLops, ...)   MatrixFree (``MatrixFree.from_duck``)
+    ============================================  ======================================
 
+    Cost: O(size of x) for the snapshot of arrays and sparse data, O(nnz log nnz) when sparse
+    data must be canonicalised; O(1) for operators.
+
+    Parameters
+    ----------
+    x : object
+        See the table.
+
+    Returns
+    -------
+    LinearOperator
+
+    Raises
+    ------
+    UnsupportedOperandError
+        For any other type (the message lists the accepted ones), and for arrays that are not
+        2-D.
+    BackendNotSupported
+        For a jax BCOO whose indices are traced (built inside ``jax.jit``): it has no static
+        pattern; wrap it outside the jitted function.
+
+    Notes
+    -----
+    Arrays and sparse data are snapshotted (the mutation rule of ``linops._backend``): editing
+    ``x`` afterwards does not change the operator. The callables of duck-typed and scipy
+    operators are used as they are. A PETSc Mat is the exception: it is aliased (not copied),
+    and any use after an edit of the Mat raises.
+
+    Examples
+    --------
     >>> import numpy as np, scipy.sparse as sp
-    >>> type(aslinop(np.eye(2))).__name__, type(aslinop(sp.eye(2))).__name__
-    ('Dense', 'Sparse')
+    >>> aslinop([[1.0, 2.0], [3.0, 4.0]]), aslinop(sp.eye(2, format="coo"))
+    (Dense(shape=(2, 2), dtype=float64), Sparse(shape=(2, 2), dtype=float64))
+    >>> A = aslinop(np.eye(2))
+    >>> aslinop(A) is A
+    True
     """
     if isinstance(x, LinearOperator):
         return x
@@ -66,6 +113,7 @@ def aslinop(x: Any) -> LinearOperator:
 
 
 def _is_duck_operator(x) -> bool:
+    """``shape`` and ``dtype`` attributes and a callable ``matvec`` or ``matmat``."""
     has = lambda *names: all(callable(getattr(x, n, None)) for n in names)  # noqa: E731
     return hasattr(x, "shape") and hasattr(x, "dtype") and (has("matvec") or has("matmat"))
 
@@ -105,16 +153,46 @@ def _from_jax_sparse(M) -> Sparse:
 
 
 def aslinearoperator(A) -> "scipy.sparse.linalg.LinearOperator":  # noqa: F821
-    """A scipy ``LinearOperator`` with matvec/rmatvec/matmat/rmatmat (rmat* apply Aᴴ).
+    """A as a ``scipy.sparse.linalg.LinearOperator``, for scipy's solvers and eigensolvers.
 
+    matvec/matmat apply A; rmatvec/rmatmat apply Aᴴ; ``.H`` of the result wraps ``A.H``. Each
+    call costs one product with A (no setup, nothing densified).
+
+    Parameters
+    ----------
+    A : operator or anything :func:`aslinop` accepts
+
+    Returns
+    -------
+    scipy.sparse.linalg.LinearOperator
+        Of A's shape and dtype.
+
+    Raises
+    ------
+    UnsupportedOperandError
+        If A cannot be wrapped.
+
+    Notes
+    -----
     Host arrays only (numpy in, numpy out): for cupy/jax operators the products run in their
-    backend and results are copied to the host. Results never alias the input, and are
-    writeable (scipy's solvers update them in place). Picklable when A is.
+    backend and the results are copied to the host, one transfer per product. Results never
+    alias the input, and are writeable (scipy's solvers update them in place). Picklable when
+    A is.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, scipy.sparse.linalg as sla, linops as lo
+    >>> L = aslinearoperator(lo.Sparse.from_scipy(sp.diags([2.0, 4.0])))
+    >>> x, info = sla.cg(L, np.array([2.0, 4.0]))
+    >>> x, info
+    (array([1., 1.]), 0)
     """
     return _AsScipy(aslinop(A))
 
 
 def _host_result(y, x) -> np.ndarray:
+    """y on the host, writeable and not sharing memory with x (an Identity-like operator may
+    return its input; a snapshot may be read-only), copied only when it must be."""
     y = to_numpy(y)
     if not y.flags.writeable or np.may_share_memory(y, x):
         y = np.array(y)
@@ -122,6 +200,7 @@ def _host_result(y, x) -> np.ndarray:
 
 
 def _scipy_base():
+    """scipy's LinearOperator class, imported when this module is (scipy is a dependency)."""
     from scipy.sparse.linalg import LinearOperator as ScipyLinearOperator
 
     return ScipyLinearOperator

@@ -1,4 +1,8 @@
-"""Dense: an explicit m×n array (numpy, cupy or jax)."""
+"""Dense: an explicit m×n array (numpy, cupy or jax), and its rules for the queries.
+
+The fallback of the library: ``aslinop`` wraps any 2-D array as a Dense, and ``to_dense`` of a
+Dense is its own array (no copy). Every other operator is there to avoid holding one.
+"""
 
 from __future__ import annotations
 
@@ -13,14 +17,40 @@ from ._queries import _sample, _to_dense, conjugate
 
 @operator
 class Dense(LinearOperator):
-    """A ↦ the array ``a`` (m, n). Apply: O(m·n·k). Adjoint: ``Dense(conj(a).T)``.
+    """The operator of an explicit m×n array ``a``: A X = a @ X.
 
-    ``a`` is snapshotted (see the mutation rule in ``linops._backend``): later edits of the array
-    you passed do not change the operator.
+    Memory O(m·n). Apply: O(m·n·k) for X of shape (n, k), one matrix product in a's backend.
+    Adjoint: ``Dense(conj(a).T)``, a view for real ``a`` and O(m·n) to conjugate a complex one.
+    ``to_dense`` returns ``a`` itself, read-only; ``sample`` indexes it.
 
+    Parameters
+    ----------
+    a : array of shape (m, n)
+        numpy, cupy or jax; any dtype (integer arrays give an integer operator). A nested list
+        is not accepted here: ``aslinop`` converts one.
+
+    Raises
+    ------
+    ShapeError
+        If ``a`` is not a 2-D array.
+
+    Notes
+    -----
+    ``a`` is snapshotted (the mutation rule of ``linops._backend``): a writeable numpy array
+    is copied once into a private read-only one, so later edits of the array you passed do not
+    change the operator, nor anything solved with it. jax arrays (immutable) are kept as they
+    are.
+
+    Examples
+    --------
     >>> import numpy as np
-    >>> (Dense(np.eye(2)) @ np.ones(2)).tolist()
-    [1.0, 1.0]
+    >>> a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> A = Dense(a)
+    >>> A @ np.ones(2), np.ones(2) @ A              # A x and xᵀ A
+    (array([3., 7.]), array([4., 6.]))
+    >>> a[0, 0] = 100.0                             # the operator holds its own copy
+    >>> A @ np.ones(2)
+    array([3., 7.])
     """
 
     a: Any
@@ -35,9 +65,11 @@ class Dense(LinearOperator):
         _set(self, a=a, shape=(int(a.shape[0]), int(a.shape[1])), dtype=np.dtype(a.dtype))
 
     def matmat(self, X):
+        """a @ X for X of shape (n, k): O(m·n·k)."""
         return self.a @ X
 
     def adjoint(self) -> "Dense":
+        """``Dense(conj(a).T)``: a transposed view for real ``a``, kept without a copy."""
         return Dense(conj(self.a).T)
 
 

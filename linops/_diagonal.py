@@ -1,4 +1,9 @@
-"""Diagonal, Identity and Zero: the operators whose structure is their whole story."""
+"""Diagonal, Identity and Zero: the operators whose structure is their whole story.
+
+``Identity`` and ``Zero`` hold no arrays, only a shape and a dtype, so they cost nothing to keep;
+the algebra uses them to simplify (an Identity drops out of a product, a Zero out of a sum, and
+a Zero absorbs a product). Their query rules are here too.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +19,30 @@ from ._queries import _sample, _to_dense, conjugate
 
 @operator
 class Diagonal(LinearOperator):
-    """diag(d), n×n. Apply: O(n·k). Adjoint: diag(conj(d)).
+    """The n×n diagonal matrix diag(d): (A X)ᵢⱼ = dᵢ Xᵢⱼ.
 
-    >>> import numpy as np
-    >>> (Diagonal(np.array([1.0, 2.0])) @ np.ones(2)).tolist()
-    [1.0, 2.0]
+    Memory O(n). Apply: O(n·k), a broadcast product. Adjoint: ``Diagonal(conj(d))``; transpose:
+    itself. ``sample``, ``diagonal`` and ``trace`` read ``d`` directly, O(len).
+
+    Parameters
+    ----------
+    d : array of shape (n,)
+        numpy, cupy or jax; snapshotted at construction (the mutation rule of
+        ``linops._backend``).
+
+    Raises
+    ------
+    ShapeError
+        If ``d`` is not a 1-D array.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> D = Diagonal(np.array([1.0, 2.0]))
+    >>> D @ np.array([3.0, 3.0])
+    array([3., 6.])
+    >>> lo.sample(D, [0, 1], [1, 1])                    # off-diagonal entries are zero
+    array([0., 2.])
     """
 
     d: Any
@@ -34,16 +58,43 @@ class Diagonal(LinearOperator):
         _set(self, d=d, shape=(n, n), dtype=np.dtype(d.dtype))
 
     def matmat(self, X):
+        """d[:, None] * X: O(n·k)."""
         return self.d[:, None] * X
 
     def adjoint(self) -> "Diagonal":
+        """diag(conj(d)); the same array, not copied, when d is real."""
         return Diagonal(conj(self.d))
 
 
 @operator
 class Identity(LinearOperator):
-    """I (n×n). Apply: a copy of X (O(n·k); jax arrays are returned as they are). Adjoint:
-    itself. Holds no arrays."""
+    """The n×n identity I.
+
+    Holds no arrays (``payload_nbytes`` is 0). Apply: a copy of X, O(n·k), so that the result
+    never aliases the caller's array (jax arrays, immutable, are returned as they are).
+    Adjoint and transpose: itself. In products it disappears: ``I @ B`` is ``B``.
+
+    Parameters
+    ----------
+    n : int
+    dtype : dtype, optional
+        Default float64. It takes part in dtype promotion of sums (``I + A``).
+
+    Raises
+    ------
+    ShapeError
+        If n is negative or not convertible to int.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> D = lo.Diagonal(np.array([1.0, 2.0]))
+    >>> Identity(2) @ D is D
+    True
+    >>> lo.to_dense(D + 3 * Identity(2))
+    array([[4., 0.],
+           [0., 5.]])
+    """
 
     n: int
     dtype: Any = np.float64
@@ -55,16 +106,43 @@ class Identity(LinearOperator):
         _set(self, n=n, shape=(n, n), dtype=np.dtype(self.dtype))
 
     def matmat(self, X):
+        """A copy of X (numpy, cupy); X itself for jax, whose arrays cannot change."""
         be = backend_of(X)
         return be.xp.array(X, copy=True) if be.mutable else X  # never alias the caller's array
 
     def adjoint(self) -> "Identity":
+        """The identity is self-adjoint: returns ``self``."""
         return self
 
 
 @operator
 class Zero(LinearOperator):
-    """The m×n zero map. Apply: zeros of shape (m, k). Adjoint: Zero((n, m))."""
+    """The m×n zero map.
+
+    Holds no arrays. Apply: new zeros of shape (m, k) in X's backend, dtype the promotion of
+    the operator's and X's, O(m·k). Adjoint: ``Zero((n, m))``. ``0 * A`` simplifies to a Zero,
+    a Zero drops out of sums, and a product with a Zero factor is a Zero.
+
+    Parameters
+    ----------
+    shape : tuple of two ints
+    dtype : dtype, optional
+        Default float64.
+
+    Raises
+    ------
+    ShapeError
+        If shape is not two non-negative integers.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> D = lo.Diagonal(np.array([1.0, 2.0]))
+    >>> Zero((2, 2)) + D is D, 0 * D
+    (True, Zero(shape=(2, 2), dtype=float64))
+    >>> Zero((2, 3)) @ np.ones(3)
+    array([0., 0.])
+    """
 
     shape: tuple[int, int]
     dtype: Any = np.float64
@@ -74,10 +152,12 @@ class Zero(LinearOperator):
         _set(self, shape=check_shape(self.shape), dtype=np.dtype(self.dtype))
 
     def matmat(self, X):
+        """Zeros of shape (m, k) in X's backend."""
         xp = backend_of(X).xp
         return xp.zeros((self.shape[0],) + tuple(X.shape[1:]), dtype=np.result_type(self.dtype, X.dtype))
 
     def adjoint(self) -> "Zero":
+        """``Zero((n, m))`` of the same dtype."""
         return Zero((self.shape[1], self.shape[0]), self.dtype)
 
 
@@ -100,6 +180,7 @@ def _(A: Diagonal):
 
 @_to_dense.register
 def _(A: Identity):
+    # no arrays to take a backend from: Identity and Zero densify to numpy
     return np.eye(A.n, dtype=A.dtype)
 
 

@@ -1,4 +1,9 @@
-"""MatrixFree: an operator given by callables (or a scipy LinearOperator)."""
+"""MatrixFree: an operator given by callables (or a scipy LinearOperator, or a PyLops operator).
+
+The escape hatch for maps that have no matrix worth storing (a stencil, an FFT, a PDE solve):
+two functions, X ↦ A X and X ↦ Aᴴ X, and the algebra, queries and solvers work through them.
+It is also what ``.T`` and ``.conj()`` fall back to for operators that linops does not know.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +17,51 @@ from ._base import LinearOperator, _set, check_shape, operator
 
 @operator
 class MatrixFree(LinearOperator):
-    """A given by ``matmat(X)`` and ``rmatmat(X)`` (= Aᴴ X) callables.
+    """The operator A given by two callables: ``fmatmat`` (X ↦ A X) and ``frmatmat`` (X ↦ Aᴴ X).
 
-    ``conjugated=True`` means the operator is conj(A): X ↦ conj(A conj(X)). Adjoint swaps the
-    callables, so ``.H`` and ``.T`` need no new code from the user. Cost: the callables'.
+    Memory: nothing but the callables. Apply and adjoint apply: the callables' cost. Adjoint:
+    a MatrixFree with the two callables swapped, so ``.H``, ``.T`` and ``.conj()`` need no new
+    code from you. Queries that have no structure to use go through products: ``to_dense``
+    applies A to the identity (n products), ``sample`` to the unit vectors of the distinct
+    columns asked for.
 
-    The callables are used as they are: they are outside the snapshot rule (if they read state
-    that you change, the operator changes; a preconditioner or factorization built from it
-    keeps what it saw at setup). The backend of a solve with a MatrixFree operator is that of
-    the right-hand side.
+    Parameters
+    ----------
+    shape : tuple of two ints
+        (m, n).
+    dtype : dtype
+        The dtype of the results for inputs of that dtype.
+    fmatmat : callable
+        X (n, k) ↦ A X (m, k). It receives 2-D arrays of the caller's backend.
+    frmatmat : callable, optional
+        X (m, k) ↦ Aᴴ X (n, k). Without it the operator can be applied but ``.H``, ``.T``,
+        adjoint solves and ``dottest`` raise NotImplementedError.
+    conjugated : bool, default False
+        The operator is conj(A), applied as X ↦ conj(A conj(X)); what ``.conj()`` sets.
 
-    >>> import numpy as np
-    >>> M = MatrixFree((2, 2), np.float64, lambda X: 2 * X, lambda X: 2 * X)
-    >>> (M @ np.ones(2)).tolist()
-    [2.0, 2.0]
+    Raises
+    ------
+    TypeError
+        If ``fmatmat`` is not callable.
+    ShapeError
+        If ``shape`` is not two non-negative integers.
+
+    Notes
+    -----
+    The callables are outside the snapshot rule: if they read state that you change, the
+    operator changes with it, and a preconditioner or factorization built from it keeps what
+    it saw at setup. The backend of a solve with a MatrixFree operator is that of the
+    right-hand side.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> a = np.array([[1.0, 2.0], [0.0, 1j]])
+    >>> M = MatrixFree((2, 2), np.complex128, lambda X: a @ X, lambda X: a.conj().T @ X)
+    >>> M @ np.ones(2), M.H @ np.ones(2)
+    (array([3.+0.j, 0.+1.j]), array([1.+0.j, 2.-1.j]))
+    >>> lo.testing.dottest(M)
+    True
     """
 
     shape: tuple[int, int]
@@ -42,14 +78,41 @@ class MatrixFree(LinearOperator):
 
     @classmethod
     def from_scipy(cls, L) -> "MatrixFree":
-        """Wrap a ``scipy.sparse.linalg.LinearOperator`` (its matmat and rmatmat)."""
+        """Wrap a ``scipy.sparse.linalg.LinearOperator`` through its matmat and rmatmat.
+
+        scipy derives rmatmat from rmatvec when only that was given. An operator defined by
+        matvec alone has no adjoint, but wraps without complaint: applying its ``.H`` then
+        fails inside scipy (a TypeError). ``aslinop`` calls this for scipy operators.
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse.linalg as sla, linops as lo
+        >>> F = MatrixFree.from_scipy(sla.aslinearoperator(np.diag([2.0, 3.0])))
+        >>> F @ np.ones(2), lo.diagonal(F)
+        (array([2., 3.]), array([2., 3.]))
+        """
         return cls(L.shape, L.dtype, L.matmat, L.rmatmat)
 
     @classmethod
     def from_duck(cls, op) -> "MatrixFree":
         """Wrap any object with ``shape``, ``dtype`` and ``matvec``/``rmatvec`` (or
-        ``matmat``/``rmatmat``) methods, such as a PyLops operator. Without rmatvec/rmatmat the
-        adjoint is unknown (``.H`` raises, naming what to add)."""
+        ``matmat``/``rmatmat``) methods, such as a PyLops operator.
+
+        ``matmat`` is preferred; given only ``matvec``, a product with k columns calls it k
+        times. Without rmatvec/rmatmat the adjoint is unknown (``.H`` raises, naming what to
+        add). ``aslinop`` calls this for such objects.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> class Twice:                         # any object with shape, dtype, matvec
+        ...     shape, dtype = (2, 2), np.float64
+        ...     def matvec(self, x):
+        ...         return 2 * x
+        >>> MatrixFree.from_duck(Twice()) @ np.ones((2, 3))
+        array([[2., 2., 2.],
+               [2., 2., 2.]])
+        """
         def pick(mat, vec):
             f = getattr(op, mat, None)
             if callable(f):
@@ -64,16 +127,28 @@ class MatrixFree(LinearOperator):
 
     @classmethod
     def conjugate_of(cls, A: LinearOperator) -> "MatrixFree":
-        """conj(A) for any operator, through A's own products."""
+        """conj(A) for any operator, through A's own products: X ↦ conj(A conj(X)).
+
+        The fallback of ``.conj()`` and ``.T`` for operators that have no conjugation rule of
+        their own (subclasses of LinearOperator written outside linops). Cost: one product
+        with A plus two conjugations of complex arrays."""
         return cls(A.shape, A.dtype, A.matmat, lambda X: A.adjoint().matmat(X), conjugated=True)
 
     def matmat(self, X):
+        """``fmatmat(X)``, or conj(fmatmat(conj(X))) when ``conjugated``."""
         if not self.conjugated:
             return self.fmatmat(X)
         xp = namespace(X)
         return xp.conj(self.fmatmat(xp.conj(X)))
 
     def adjoint(self) -> "MatrixFree":
+        """The same callables, swapped (conj(A)ᴴ keeps ``conjugated``).
+
+        Raises
+        ------
+        NotImplementedError
+            If the operator was built without ``frmatmat``.
+        """
         if self.frmatmat is None:
             raise NotImplementedError(
                 "this MatrixFree operator was built without rmatmat, so its adjoint is unknown; "

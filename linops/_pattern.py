@@ -1,4 +1,11 @@
-"""CSR sparsity patterns: immutable, canonical (sorted, unique), hashable by a cheap fingerprint."""
+"""CSR sparsity patterns: immutable, canonical (sorted, unique), hashable by a cheap fingerprint.
+
+A pattern is the structure of a sparse matrix without its numbers. Keeping it apart from the
+values lets one pattern serve many operators (a family K(θ), its transposes, projections and
+fixed-pattern gradients), lets it be static data under ``jax.jit``, and lets every derived index
+array (row of each entry, transposed pattern and permutation, device copies) be computed once
+per pattern and kept.
+"""
 
 from __future__ import annotations
 
@@ -12,18 +19,44 @@ from ._errors import PatternError
 
 
 class Pattern:
-    """The structure of a CSR matrix: ``indptr`` (m+1,), ``indices`` (nnz,), ``shape`` (m, n).
+    """The structure of an m×n CSR matrix: where its nnz stored entries are.
 
-    Invariants, checked once at construction with the offending values in the message:
-    indptr starts at 0, is non-decreasing and ends at nnz; column indices lie in [0, n) and are
-    strictly increasing within each row (canonical CSR: sorted, no duplicates). Index arrays are
-    host (numpy) arrays and are copied read-only, so a pattern can never change after it was
-    made; it is hashable (blake2b fingerprint of the index bytes, computed once) and can serve as
-    static data for ``jax.jit``.
+    Row i stores the columns ``indices[indptr[i]:indptr[i + 1]]``. Invariants, checked once at
+    construction (O(nnz)) with the offending values in the message: ``indptr`` starts at 0, is
+    non-decreasing and ends at nnz; column indices lie in [0, n) and are strictly increasing
+    within each row (canonical CSR: sorted, no duplicates).
 
-    >>> P = Pattern.from_coo([0, 1, 1], [1, 0, 1], (2, 2))
-    >>> P.nnz, P.indptr.tolist(), P.indices.tolist()
-    (3, [0, 1, 3], [1, 0, 1])
+    Parameters
+    ----------
+    indptr : array_like of int, shape (m + 1,)
+    indices : array_like of int, shape (nnz,)
+    shape : tuple of two ints
+        (m, n).
+
+    Raises
+    ------
+    PatternError
+        If the arrays break an invariant; use :meth:`from_coo` for unsorted or duplicated
+        positions, it canonicalises.
+    ShapeError
+        If ``shape`` is not two non-negative integers.
+
+    Notes
+    -----
+    The index arrays are copied into int64 host (numpy) arrays and made read-only, whatever the
+    backend of the values that will live on the pattern; a pattern can never change once made
+    (setting an attribute raises AttributeError). Equality and hashing use a blake2b
+    fingerprint of the shape and index bytes, computed once (O(nnz)), so a pattern can key a
+    dict, serve as static data for ``jax.jit``, and be compared in O(1) after the first time.
+    Patterns pickle.
+
+    Examples
+    --------
+    >>> P = Pattern([0, 1, 3], [1, 0, 1], (2, 2))      # (0, 1), (1, 0), (1, 1)
+    >>> P.nnz, P.rows.tolist()
+    (3, [0, 1, 1])
+    >>> P == Pattern.from_coo([1, 0, 1], [1, 1, 0], (2, 2))
+    True
     """
 
     __slots__ = ("indptr", "indices", "shape", "__dict__")
@@ -72,13 +105,59 @@ class Pattern:
     # ----- constructors -------------------------------------------------------------------------
     @classmethod
     def from_coo(cls, rows, cols, shape) -> "Pattern":
-        """Canonical pattern of the (row, col) positions given (duplicates merged)."""
+        """The canonical pattern of the positions (rows[k], cols[k]), in any order.
+
+        Repeated positions are merged; the result is sorted by row, then column. Cost:
+        O(len·log len) (a sort of the linear keys).
+
+        Parameters
+        ----------
+        rows, cols : array_like of int, same shape
+        shape : tuple of two ints
+
+        Returns
+        -------
+        Pattern
+
+        Raises
+        ------
+        PatternError
+            If rows and cols differ in shape, or an index is out of range (the message gives
+            the range and the offending min/max).
+
+        Examples
+        --------
+        >>> P = Pattern.from_coo([1, 0, 1], [0, 2, 0], (2, 3))
+        >>> P.nnz, P.indptr.tolist(), P.indices.tolist()
+        (2, [0, 1, 2], [2, 0])
+        """
         p, _ = cls.from_coo_with_map(rows, cols, shape)
         return p
 
     @classmethod
     def from_coo_with_map(cls, rows, cols, shape) -> tuple["Pattern", np.ndarray]:
-        """Pattern of (rows, cols) plus ``pos`` with pattern slot of each input entry."""
+        """:meth:`from_coo`, plus the slot of each input position in the pattern.
+
+        ``pos[k]`` is the index into the pattern's values of (rows[k], cols[k]); repeated
+        positions share a slot. This is how COO data with duplicates becomes values:
+        ``values = bincount(pos, data)`` (an assembly), a linear map that autodiff can follow.
+
+        Returns
+        -------
+        pattern : Pattern
+        pos : ndarray of int64, shape (len(rows),)
+
+        Raises
+        ------
+        PatternError
+            As :meth:`from_coo`.
+
+        Examples
+        --------
+        >>> P, pos = Pattern.from_coo_with_map([1, 0, 1], [0, 1, 0], (2, 2))
+        >>> P.indices.tolist(), pos.tolist()
+        ([1, 0], [1, 0, 1])
+        """
         m, n = check_shape(shape)
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         cols = np.asarray(cols, dtype=np.int64).reshape(-1)
@@ -97,6 +176,16 @@ class Pattern:
 
     @classmethod
     def from_scipy(cls, S) -> "Pattern":
+        """The pattern of a scipy sparse matrix or array (any format), canonicalised.
+
+        Duplicates merge; explicitly stored zeros stay (they are structure). S is not modified.
+
+        Examples
+        --------
+        >>> import scipy.sparse as sp
+        >>> Pattern.from_scipy(sp.eye(3)).indices.tolist()
+        [0, 1, 2]
+        """
         S = S.tocsr()
         if not S.has_canonical_format:
             S = S.copy()
@@ -105,29 +194,44 @@ class Pattern:
 
     @classmethod
     def diagonal(cls, n: int) -> "Pattern":
+        """The n×n pattern of the main diagonal (nnz = n).
+
+        Examples
+        --------
+        >>> Pattern.diagonal(3)
+        Pattern(shape=(3, 3), nnz=3, fingerprint=46198bf7)
+        """
         return cls(np.arange(n + 1), np.arange(n), (n, n))
 
     # ----- derived ------------------------------------------------------------------------------
     @property
     def nnz(self) -> int:
+        """The number of stored positions (explicit zeros of the source count)."""
         return int(self.indices.shape[0])
 
     @cached_property
     def rows(self) -> np.ndarray:
-        """Row index of every stored entry (nnz,)."""
+        """Row index of every stored entry (nnz,), read-only: the COO rows of the pattern.
+
+        Computed at construction (the canonical check needs it) and kept."""
         r = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
         r.setflags(write=False)
         return r
 
     @cached_property
     def keys(self) -> np.ndarray:
-        """Sorted linear keys row*n + col (for membership and lookups by binary search)."""
+        """Sorted linear keys row·n + col of the stored entries (nnz,), read-only.
+
+        Canonical CSR order is increasing key order, which is what makes :meth:`locate` a
+        binary search. Computed on first use and kept."""
         k = self.rows * self.shape[1] + self.indices
         k.setflags(write=False)
         return k
 
     @cached_property
     def fingerprint(self) -> str:
+        """A 32-hex-digit blake2b digest of shape, indptr and indices: equal patterns, equal
+        fingerprints. Computed once, O(nnz); ``==`` and ``hash`` use it."""
         h = hashlib.blake2b(digest_size=16)
         h.update(np.asarray(self.shape, dtype=np.int64).tobytes())
         h.update(self.indptr.tobytes())
@@ -136,6 +240,8 @@ class Pattern:
 
     @cached_property
     def _transpose(self) -> tuple["Pattern", np.ndarray]:
+        # a stable sort by (column, row) lists the entries in the transpose's CSR order; the
+        # sort order itself is the gather from our values to the transpose's
         m, n = self.shape
         order = np.lexsort((self.rows, self.indices))  # by column, then row
         cols = self.indices[order]
@@ -150,7 +256,22 @@ class Pattern:
 
         numpy and jax get the host array (jax takes numpy indices as constants); a backend whose
         indices live on a device (cupy) gets a copy made once per pattern and kept, so repeated
-        products move no indices."""
+        products move no indices.
+
+        Parameters
+        ----------
+        be : Backend
+            An entry of the backend table (``linops.internals.backend_of(x)``).
+        name : {'indptr', 'indices', 'rows', 'perm_T'}
+            'perm_T' is the gather of :meth:`transpose`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from linops.internals import backend_of
+        >>> Pattern.diagonal(2).on(backend_of(np.ones(1)), "rows").tolist()
+        [0, 1]
+        """
         host = self.transpose()[1] if name == "perm_T" else getattr(self, name)
         if not be.device_indices:
             return host
@@ -160,11 +281,50 @@ class Pattern:
         return cache[(be.name, name)]
 
     def transpose(self) -> tuple["Pattern", np.ndarray]:
-        """(Pᵀ, perm): the transposed pattern and the gather taking values to its order."""
+        """(Pᵀ, perm): the transposed pattern and the gather taking values to its order.
+
+        If ``values`` live on this pattern, ``values[perm]`` are the values of the transpose
+        on Pᵀ (conjugate them for the adjoint). Computed once per pattern, O(nnz log nnz), and
+        kept: every later transpose or adjoint is a gather.
+
+        Returns
+        -------
+        PT : Pattern of shape (n, m)
+        perm : ndarray of int64, shape (nnz,), read-only
+
+        Examples
+        --------
+        >>> P = Pattern.from_coo([0, 0, 1], [0, 2, 1], (2, 3))
+        >>> PT, perm = P.transpose()
+        >>> PT.shape, PT.indices.tolist(), perm.tolist()
+        ((3, 2), [0, 1, 0], [0, 2, 1])
+        """
         return self._transpose
 
     def locate(self, rows, cols) -> tuple[np.ndarray, np.ndarray]:
-        """(slot, found): pattern slot of each (row, col) and whether it is stored."""
+        """(slot, found): the pattern slot of each (rows[k], cols[k]) and whether it is stored.
+
+        A binary search in :attr:`keys`, O(len·log nnz). Where ``found`` is False, ``slot`` is
+        clipped to [0, nnz - 1], so a gather with it stays in bounds (for nnz > 0) and its
+        result must be masked out.
+
+        Parameters
+        ----------
+        rows, cols : array_like of int, same shape
+            Host arrays; not range-checked (``sample`` checks).
+
+        Returns
+        -------
+        slot : ndarray of int64
+        found : ndarray of bool
+
+        Examples
+        --------
+        >>> P = Pattern.from_coo([0, 0, 1], [0, 2, 1], (2, 3))
+        >>> slot, found = P.locate([0, 1, 1], [2, 1, 2])
+        >>> slot.tolist(), found.tolist()
+        ([1, 2, 2], [True, True, False])
+        """
         key = np.asarray(rows, dtype=np.int64) * self.shape[1] + np.asarray(cols, dtype=np.int64)
         slot = np.searchsorted(self.keys, key)
         slot = np.minimum(slot, max(self.nnz - 1, 0))
@@ -172,6 +332,22 @@ class Pattern:
         return slot, found
 
     def union(self, *others: "Pattern") -> "Pattern":
+        """The pattern of every position stored in this or any of ``others``.
+
+        Cost O(N log N) for N the total nnz. Find where each operand's entries went with
+        ``union.locate(P.rows, P.indices)``.
+
+        Raises
+        ------
+        PatternError
+            If the shapes differ.
+
+        Examples
+        --------
+        >>> P = Pattern.diagonal(2).union(Pattern.from_coo([0], [1], (2, 2)))
+        >>> P.nnz, P.indices.tolist()
+        (3, [0, 1, 1])
+        """
         for o in others:
             if o.shape != self.shape:
                 raise PatternError(f"union of patterns with shapes {self.shape} and {o.shape}")
@@ -180,6 +356,16 @@ class Pattern:
         return Pattern.from_coo(rows, cols, self.shape)
 
     def to_scipy(self, values=None):
+        """A scipy ``csr_array`` on this pattern, with ``values`` (default: ones, float64).
+
+        The index arrays are copied, so the result may be edited freely.
+
+        Examples
+        --------
+        >>> Pattern.from_coo([0, 1], [1, 1], (2, 2)).to_scipy().toarray()
+        array([[0., 1.],
+               [0., 1.]])
+        """
         import scipy.sparse as sp
 
         data = np.ones(self.nnz) if values is None else values
@@ -190,6 +376,7 @@ class Pattern:
         return hash(self.fingerprint)
 
     def __eq__(self, other) -> bool:
+        # shape and nnz first: unequal patterns are then usually told apart without hashing
         if self is other:
             return True
         if not isinstance(other, Pattern):

@@ -1,4 +1,8 @@
-"""Walk an operator's array fields without jax (for backend detection and memory accounting)."""
+"""Walk an operator's array fields without jax (for backend detection and memory accounting).
+
+jax's own tree utilities would do, but importing jax costs seconds and is optional; this walk
+follows the same ``_leaves`` declaration the pytree registration uses, so the two agree.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ def array_leaves(A: LinearOperator, *, patterns: bool = True) -> list:
 
 
 def _walk(x, out: list, patterns: bool) -> None:
+    # operators recurse through their leaf fields (Sum.terms is a tuple of operators); a
+    # pattern's index arrays are not leaves (static under jax) and are added explicitly
     if isinstance(x, LinearOperator):
         for name in type(x)._leaves:
             _walk(getattr(x, name), out, patterns)

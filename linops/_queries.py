@@ -4,6 +4,13 @@ Generic defaults live here; each operator module registers its own faster rules 
 operator. The core query is :func:`sample` (entries at given (row, col) positions); ``diagonal``,
 ``trace`` and ``project`` are derived from it, so a new operator that registers ``sample`` gets
 all of them at that cost.
+
+The public functions (``to_dense``, ``sample``, ``diagonal``, ``trace``, ``project``, ``inner``)
+accept anything ``aslinop`` accepts and check their arguments; the private single-dispatch
+functions behind them (``_to_dense``, ``_sample``, ``_inner``) take checked operators and are
+what an operator module registers. The generic rules work for any operator through products
+(one product per distinct column asked for); none of them builds an m×n array except
+``to_dense`` and ``inner`` of two operands that have no structure to use.
 """
 
 from __future__ import annotations
@@ -32,7 +39,11 @@ def _operator(A, what: str) -> LinearOperator:
 # ----- conjugate (pushed to leaves) -------------------------------------------------------------
 @singledispatch
 def conjugate(A: LinearOperator) -> LinearOperator:
-    """Elementwise complex conjugate conj(A) as an operator (not a transpose)."""
+    """Elementwise complex conjugate conj(A) as an operator (not a transpose).
+
+    What ``A.conj()`` and ``A.T`` (= conj(Aᴴ)) call. Operator modules register rules that
+    conjugate their arrays; the default wraps A in a ``MatrixFree`` applying X ↦ conj(A conj(X)).
+    """
     from ._matrixfree import MatrixFree
 
     return MatrixFree.conjugate_of(A)
@@ -40,15 +51,37 @@ def conjugate(A: LinearOperator) -> LinearOperator:
 
 # ----- to_dense ----------------------------------------------------------------------------------
 def to_dense(A, *, allow_dense: bool = False):
-    """The m×n array of A. Cost: O(m·n) memory; refuses above 2**26 entries.
+    """The m×n array of A, in the backend of A's arrays.
 
-    Raises :class:`DensificationError` naming the shape and the bytes it would take unless
-    ``allow_dense=True``.
+    For debugging, tests and small operators. Cost: O(m·n) memory, plus the structure's own
+    cost to fill it (a scatter for Sparse, U Vᴴ for low rank, n products for a MatrixFree).
+    Refuses above 2**26 entries (64 Mi, 512 MB in float64) unless asked.
 
+    Parameters
+    ----------
+    A : operator or anything :func:`aslinop` accepts
+    allow_dense : bool, default False
+        Build the array whatever its size.
+
+    Returns
+    -------
+    array of shape (m, n)
+        For a Dense, its own read-only array (copy it before editing); otherwise a new array.
+        Identity and Zero give numpy arrays.
+
+    Raises
+    ------
+    DensificationError
+        If m·n > 2**26 and not ``allow_dense``; the message names the shape and the bytes.
+    UnsupportedOperandError
+        If A cannot be wrapped as an operator.
+
+    Examples
+    --------
     >>> import linops as lo, numpy as np
-    >>> lo.to_dense(lo.RankOne(np.ones(2), np.ones(2)))
-    array([[1., 1.],
-           [1., 1.]])
+    >>> lo.to_dense(lo.RankOne(np.ones(2), np.array([1.0, 2.0])))
+    array([[1., 2.],
+           [1., 2.]])
     """
     A = _operator(A, "to_dense")
     m, n = A.shape
@@ -69,10 +102,12 @@ def _dense_by_products(A: LinearOperator):
 
 @singledispatch
 def _to_dense(A: LinearOperator):
+    """The dense array of a checked operator; modules register cheaper rules."""
     return _dense_by_products(A)
 
 
 def _leaves(A: LinearOperator) -> list:
+    """The value arrays of A (not pattern indices): they decide the backend of a result."""
     from ._pytree_util import array_leaves
 
     return array_leaves(A, patterns=False)
@@ -84,10 +119,39 @@ def _xp_of(A: LinearOperator):
 
 # ----- sample ------------------------------------------------------------------------------------
 def sample(A, rows, cols):
-    """Entries A[rows[k], cols[k]] as a 1-D array, without forming A.
+    """The entries A[rows[k], cols[k]] as a 1-D array, without forming A.
 
-    Cost depends on the operator: O(len) for Dense/Diagonal, O(len·log) for Sparse, O(len·k)
-    (SDDMM) for low rank, one lazy product per distinct column otherwise.
+    The core query: ``diagonal``, ``trace`` and ``project`` are built on it. Cost by operator:
+    O(len) for Dense and Diagonal, O(len·log nnz) for Sparse (binary search in the pattern),
+    O(len·k) for RankOne, LowRank and MaskedOuter (SDDMM), the sum of the parts' for Sum and
+    Scaled; any other operator (Product, MatrixFree, user subclasses) is applied to the unit
+    vectors of the distinct columns asked for, in chunks of at most 32 MB.
+
+    Parameters
+    ----------
+    A : operator or anything :func:`aslinop` accepts
+    rows, cols : 1-D integer arrays or lists of equal length
+        Positions, in any order, repeats allowed.
+
+    Returns
+    -------
+    array of shape (len(rows),)
+        In the backend of A's arrays; zero where A stores nothing.
+
+    Raises
+    ------
+    ShapeError
+        If rows and cols are not 1-D of equal length, not integers, or out of range for
+        A.shape (the message gives the range and the offending min/max).
+    UnsupportedOperandError
+        If A cannot be wrapped as an operator.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> G = lo.LowRank(np.array([[1.0], [2.0]]), np.array([[1.0], [10.0]]))
+    >>> lo.sample(G, [1, 0, 1], [1, 1, 0])               # (U Vᴴ)[1, 1], [0, 1], [1, 0]
+    array([20., 10.,  2.])
     """
     A = _operator(A, "sample")
     if not hasattr(rows, "shape"):
@@ -103,6 +167,8 @@ def sample(A, rows, cols):
 
 
 def _check_index_range(ix, bound, name, shape):
+    """Integer dtype and 0 ≤ ix < bound, or ShapeError naming the offending extremes (one
+    min/max, not a per-element loop: O(len), one host sync for device arrays)."""
     if ix.shape[0] == 0:
         return
     if not np.issubdtype(np.dtype(ix.dtype), np.integer):
@@ -119,6 +185,8 @@ def _sample(A: LinearOperator, rows, cols):
     be = backend_of(*_leaves(A))
     xp = be.xp
     rows_h, cols_h = to_numpy(rows), to_numpy(cols)
+    # group the requests by column: each distinct column costs one product with a unit
+    # vector, and a chunk of columns is one matmat whose (m, chunk) result stays bounded
     ucols, inv = np.unique(cols_h, return_inverse=True)
     m = A.shape[0]
     chunk = max(1, _CHUNK_BYTES // max(1, m * np.dtype(A.dtype).itemsize))
@@ -141,25 +209,100 @@ def _sample(A: LinearOperator, rows, cols):
 
 
 def diagonal(A):
-    """The main diagonal (length min(m, n)) without forming A. Cost: that of ``sample``."""
+    """The main diagonal A[i, i], i < min(m, n), without forming A.
+
+    Cost: ``sample`` at min(m, n) positions; O(n) for Dense, Diagonal, Sparse (times log nnz)
+    and low rank (times k), n products with unit vectors for a MatrixFree or a Product.
+
+    Parameters
+    ----------
+    A : operator or anything :func:`aslinop` accepts
+
+    Returns
+    -------
+    array of shape (min(m, n),)
+
+    Raises
+    ------
+    UnsupportedOperandError
+        If A cannot be wrapped as an operator.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> lo.diagonal(lo.Dense(np.arange(6.0).reshape(2, 3)))
+    array([0., 4.])
+    """
     A = _operator(A, "diagonal")
     i = np.arange(min(A.shape))
     return _sample(A, i, i)
 
 
 def trace(A):
-    """Sum of the diagonal. Cost: that of ``diagonal``."""
+    """The trace Σᵢ A[i, i] (over min(m, n) entries), without forming A.
+
+    Cost: that of :func:`diagonal`. For a low-rank operator this is Σ U ∘ conj(V) summed over
+    the diagonal positions, O(n·k).
+
+    Returns
+    -------
+    0-d array
+        In the backend of A's arrays (``float(...)`` for a python number).
+
+    Raises
+    ------
+    UnsupportedOperandError
+        If A cannot be wrapped as an operator.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> float(lo.trace(lo.RankOne(np.array([1.0, 2.0]), np.array([3.0, 4.0]))))  # 1·3 + 2·4
+    11.0
+    """
     d = diagonal(A)
     return namespace(d).sum(d)
 
 
 # ----- project -----------------------------------------------------------------------------------
 def project(G, like=None, *, pattern=None):
-    """G restricted to a sparsity pattern, as a ``Sparse`` on that pattern (fixed-pattern gradient).
+    """G restricted to a sparsity pattern, as a ``Sparse`` on that pattern.
 
-    Give ``like=A`` (a Sparse operator or scipy sparse matrix: its pattern) or ``pattern=P``.
-    RankOne/LowRank use the SDDMM kernel (O(nnz·k), bounded temporaries); nothing forms an m×n
-    array. Sums distribute.
+    This is the fixed-pattern gradient: given the full gradient G of a function of a sparse A
+    (typically a lazy ``RankOne(-λ, u)`` from a pullback), ``project(G, like=A)`` holds the
+    derivatives with respect to A's stored values only. Cost: ``sample`` at the nnz positions;
+    O(nnz·k) for RankOne and LowRank (SDDMM, bounded temporaries), O(nnz) for a Sparse on the
+    same pattern, which is returned as its own values. Sums and scalings distribute. Nothing
+    forms an m×n array.
+
+    Parameters
+    ----------
+    G : operator or anything :func:`aslinop` accepts
+    like : Sparse or scipy sparse matrix, optional
+        Take its pattern (explicitly stored zeros included).
+    pattern : Pattern, optional
+        The pattern itself. Give exactly one of ``like`` and ``pattern``.
+
+    Returns
+    -------
+    Sparse
+        On that pattern, values in the backend of G's arrays.
+
+    Raises
+    ------
+    TypeError
+        If neither or both of ``like`` and ``pattern`` are given, if ``like`` is not sparse,
+        or if ``pattern`` is not a :class:`Pattern`.
+    ShapeError
+        If the pattern's shape is not G's.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo
+    >>> A = sp.csr_array(np.array([[4.0, 0.0], [1.0, 3.0]]))
+    >>> G = lo.RankOne(np.array([1.0, 2.0]), np.array([5.0, 7.0]))    # [[5, 7], [10, 14]]
+    >>> lo.project(G, like=A).values                                  # at (0,0), (1,0), (1,1)
+    array([ 5., 10., 14.])
     """
     from ._pattern import Pattern
     from ._sparse import Sparse
@@ -181,7 +324,11 @@ def project(G, like=None, *, pattern=None):
 
 
 def sample_pattern(G: LinearOperator, pattern):
-    """Values of G at every stored position of ``pattern`` (CSR order)."""
+    """Values of G at every stored position of ``pattern``, in CSR order (no checks).
+
+    The kernel of ``project``, ``inner`` with a Sparse and ``AffineSparse.pullback``. A Sparse
+    on an equal pattern gives its own values (no copy); low-rank operators get the pattern's
+    index arrays on their device, so the SDDMM runs there without a transfer."""
     from ._sparse import Sparse
 
     if isinstance(G, Sparse) and G.pattern == pattern:
@@ -196,10 +343,46 @@ def sample_pattern(G: LinearOperator, pattern):
 
 # ----- inner -------------------------------------------------------------------------------------
 def inner(G, K):
-    """Frobenius inner product ⟨G, K⟩ = Σᵢⱼ conj(Gᵢⱼ) Kᵢⱼ, structure-aware.
+    """The Frobenius inner product ⟨G, K⟩ = Σᵢⱼ conj(Gᵢⱼ) Kᵢⱼ = tr(Gᴴ K), structure-aware.
 
-    LowRank×Sparse: O(nnz·k); LowRank×LowRank: O((m+n)k²); Sparse×Sparse: pattern
-    intersection; LowRank×anything: one product K @ V. Densifies only two dense operands.
+    Conjugate-linear in G, linear in K. This contracts a gradient with a direction: for a
+    family K(θ) = Σ θᵢ Kᵢ, ∂f/∂θᵢ = ⟨Kᵢ, Ā⟩ (real part for real θ). Cost by operands:
+
+    - low rank (k) with Sparse: O(nnz·k), SDDMM on K's pattern;
+    - low rank (k) with low rank (k'): O((m+n)·k·k'), two Gram matrices;
+    - low rank (k) with any other operator K: one product K V (k columns);
+    - Sparse with anything: ``sample`` of the other on the pattern (O(nnz) for two Sparse on
+      one pattern, O(nnz·log nnz) on two);
+    - Sum and Scaled operands distribute (a Scaled G contributes conj(c));
+    - two operands without such structure (Dense, Product, MatrixFree): both are densified,
+      subject to :func:`to_dense`'s size limit.
+
+    Parameters
+    ----------
+    G, K : operators or anything :func:`aslinop` accepts
+        Of one shape.
+
+    Returns
+    -------
+    0-d array
+        The dtype's promotion; complex whenever either operand is complex.
+
+    Raises
+    ------
+    ShapeError
+        If the shapes differ.
+    DensificationError
+        If two unstructured operands are larger than to_dense allows.
+    UnsupportedOperandError
+        If an operand cannot be wrapped as an operator.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo
+    >>> K = sp.csr_array(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]))
+    >>> G = lo.RankOne(np.array([1.0, 1j]), np.array([1.0, 2.0, 3.0]))
+    >>> complex(lo.inner(G, K)), complex(lo.inner(K, G))   # 1·1 + 1·3·2 + conj(1j)·2·3
+    ((7-6j), (7+6j))
     """
     G = _operator(G, "inner")
     K = _operator(K, "inner")
@@ -209,6 +392,8 @@ def inner(G, K):
 
 
 def _inner_distributed(G, K):
+    """Split a Sum or Scaled second operand here, so that each rule registered on G's type
+    sees a plain K (G's own Sum/Scaled rules split the first operand)."""
     from ._composite import Scaled, Sum
 
     if isinstance(K, Sum):
@@ -223,6 +408,7 @@ def _inner_distributed(G, K):
 
 @singledispatch
 def _inner(G: LinearOperator, K: LinearOperator):
+    """⟨G, K⟩ for a G without a rule: use K's structure if it has some, else densify."""
     from ._lowrank import LowRank, RankOne
     from ._sparse import Sparse
 
@@ -231,6 +417,7 @@ def _inner(G: LinearOperator, K: LinearOperator):
         xp = namespace(g, K.values)
         return xp.sum(xp.conj(g) * K.values)
     if isinstance(K, (LowRank, RankOne)):
+        # ⟨G, K⟩ = conj(⟨K, G⟩): let the low-rank rule do the work
         v = _inner(K, G)
         return namespace(v).conj(v)
     Gd, Kd = to_dense(G), to_dense(K)
@@ -241,7 +428,34 @@ def _inner(G: LinearOperator, K: LinearOperator):
 # ----- payload_nbytes ----------------------------------------------------------------------------
 @singledispatch
 def payload_nbytes(A) -> int:
-    """Bytes of the arrays an operator holds (its memory footprint, for accounting)."""
+    """Bytes of the arrays an operator holds: its memory footprint, for accounting.
+
+    Counts every value array and the index arrays of patterns (indptr and indices; a pattern
+    shared by two operators is counted for each), not cached derived arrays. Identity, Zero and
+    MatrixFree hold none (0). For a plain array, its ``nbytes``. O(number of arrays).
+
+    Parameters
+    ----------
+    A : LinearOperator or array
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    UnsupportedOperandError
+        For anything else (this query does not wrap its argument with ``aslinop``).
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> n = 1000
+    >>> lo.payload_nbytes(lo.RankOne(np.ones(n), np.ones(n)))   # 2n float64, not n²
+    16000
+    >>> lo.payload_nbytes(lo.Identity(n))
+    0
+    """
     if hasattr(A, "nbytes"):
         return int(A.nbytes)
     raise UnsupportedOperandError(f"payload_nbytes: unsupported type {type(A).__name__}")

@@ -22,12 +22,45 @@ CHUNK_BYTES = 64 * 2**20
 def sddmm(U, V, rows, cols, *, conj_v: bool = True, chunk_bytes: int = CHUNK_BYTES):
     """Entries of U Vᴴ (or U Vᵀ with ``conj_v=False``) at positions (rows[k], cols[k]).
 
-    U: (m, k) or (m,), V: (n, k) or (n,); rows, cols: integer arrays of equal length.
-    Cost O(len(rows)·k); temporaries bounded by ``chunk_bytes``.
+    ``out[k] = Σᵣ U[rows[k], r] · conj(V[cols[k], r])``: a sampled dense-dense matrix product.
+    It is how ``project``, ``sample`` and ``inner`` read a low-rank operator on a sparsity
+    pattern, and the gradient of a sparse matrix's values in ``Y = A X``.
 
+    Cost O(len(rows)·k) flops and O(len(rows)) output. The gathered rows are processed in
+    chunks, so the temporaries stay under ``chunk_bytes`` whatever len(rows)·k is; nothing of
+    size m×n is allocated.
+
+    Parameters
+    ----------
+    U : array of shape (m, k) or (m,)
+    V : array of shape (n, k) or (n,)
+        numpy, cupy or jax, one backend; 1-D factors are taken as one column.
+    rows, cols : integer arrays or lists of equal length
+        Positions; repeats are allowed. Not range-checked (an out-of-range index raises
+        numpy's IndexError; use ``lo.sample`` for checked access).
+    conj_v : bool, default True
+        Conjugate V (the U Vᴴ convention of ``LowRank``); False gives U Vᵀ.
+    chunk_bytes : int, default 64 MiB
+        Upper bound on the temporaries.
+
+    Returns
+    -------
+    array of shape (len(rows),)
+        dtype: the promotion of U's and V's; in their backend.
+
+    Raises
+    ------
+    ShapeError
+        If U and V have different numbers of columns.
+
+    Examples
+    --------
     >>> import numpy as np
-    >>> sddmm(np.array([[1.0], [2.0]]), np.array([[3.0], [4.0]]), [0, 1], [1, 0])
-    array([4., 6.])
+    >>> U, V = np.array([[1.0, 1j], [2.0, 0.0]]), np.array([[1.0, 1.0], [0.0, 1j]])
+    >>> sddmm(U, V, [0, 1, 0], [1, 0, 0])              # (U Vᴴ)[0, 1], [1, 0], [0, 0]
+    array([1.+0.j, 2.+0.j, 1.+1.j])
+    >>> sddmm(U, V, [0], [1], conj_v=False)            # (U Vᵀ)[0, 1] = 0 + 1j·1j
+    array([-1.+0.j])
     """
     be = backend_of(U, V)
     xp = be.xp

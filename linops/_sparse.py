@@ -1,4 +1,11 @@
-"""Sparse: CSR values on an immutable :class:`Pattern` (values may be numpy, cupy or jax)."""
+"""Sparse: CSR values on an immutable :class:`Pattern` (values may be numpy, cupy or jax).
+
+The structure (``Pattern``) and the numbers (``values``) are separate objects: the pattern is
+host-side, hashable and shared between operators, transposes, projections and gradients; the
+values are one 1-D array in the backend of choice, and the only part jax differentiates. This
+module also holds Sparse's rules for the queries (``to_dense`` by scatter, ``sample`` by binary
+search on the pattern, ``inner`` on the pattern).
+"""
 
 from __future__ import annotations
 
@@ -15,16 +22,52 @@ from ._queries import _inner, _sample, _to_dense, conjugate, sample_pattern
 
 @operator
 class Sparse(LinearOperator):
-    """CSR matrix: ``values`` (nnz,) on ``pattern``. Apply: O(nnz·k) (scipy / cuSPARSE SpMM /
-    jax segment_sum). Adjoint: conj(values) permuted onto the transposed pattern, O(nnz).
+    """A CSR sparse matrix: ``values`` (nnz,) stored on the positions of ``pattern``.
 
-    The values array is the differentiable leaf (a jax pytree leaf); the pattern is static.
-    ``values`` is snapshotted (see the mutation rule in ``linops._backend``).
+    Memory O(nnz) values plus the shared pattern. Apply: O(nnz·k) for X of shape (n, k) (scipy
+    on the host, cuSPARSE SpMM on cupy, a segment sum on jax). Adjoint: a Sparse on the
+    transposed pattern holding conj(values) permuted, O(nnz); the transposed pattern and the
+    permutation are computed once per pattern and kept.
 
-    >>> import scipy.sparse as sp
-    >>> S = Sparse.from_scipy(sp.eye(3, format="csr"))
-    >>> S.pattern.nnz, S.shape
-    (3, (3, 3))
+    Parameters
+    ----------
+    values : array of shape (nnz,)
+        numpy, cupy or jax, in the pattern's CSR order (row by row, columns increasing).
+    pattern : Pattern
+        The structure; it decides the shape. Under jax it is static aux data and only
+        ``values`` is a pytree leaf, so a gradient with respect to a Sparse is values on the
+        same pattern.
+
+    Raises
+    ------
+    TypeError
+        If ``pattern`` is not a :class:`Pattern`.
+    ShapeError
+        If ``values`` does not have shape (pattern.nnz,).
+
+    See Also
+    --------
+    Sparse.from_scipy : from any scipy sparse matrix or array.
+    aslinop : also takes cupyx and jax.experimental.sparse matrices.
+
+    Notes
+    -----
+    ``values`` is snapshotted (the mutation rule of ``linops._backend``): editing the array you
+    passed does not change the operator. Adding two Sparse operators on one pattern adds their
+    values (a Sparse again); on different patterns it gives a ``Sum``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> P = Pattern.from_coo([0, 0, 1], [0, 2, 1], (2, 3))
+    >>> S = Sparse(np.array([1.0, 2.0, 3.0]), P)
+    >>> S @ np.ones(3)
+    array([3., 3.])
+    >>> S.H.values, S.H.pattern.indices                # the transpose, column by column
+    (array([1., 3., 2.]), array([0, 1, 0]))
+    >>> S.to_scipy().toarray()
+    array([[1., 0., 2.],
+           [0., 3., 0.]])
     """
 
     values: Any
@@ -44,8 +87,36 @@ class Sparse(LinearOperator):
 
     @classmethod
     def from_scipy(cls, S, dtype=None) -> "Sparse":
-        """From any scipy sparse matrix/array (any format); duplicates are summed, indices sorted.
-        The data is copied (the mutation rule)."""
+        """A Sparse from any scipy sparse matrix or array, of any format.
+
+        The result is canonical CSR: duplicate entries are summed and column indices sorted.
+        Explicitly stored zeros stay in the pattern: they are part of the structure (a
+        fixed-pattern gradient has a value there). Cost: O(nnz), plus a sort if S is not
+        canonical. The data is copied (the mutation rule).
+
+        Parameters
+        ----------
+        S : scipy.sparse matrix or array
+        dtype : dtype, optional
+            Convert the values (default: S's dtype).
+
+        Returns
+        -------
+        Sparse
+            numpy values on the host.
+
+        Raises
+        ------
+        UnsupportedOperandError
+            If S is not a scipy sparse matrix or array.
+
+        Examples
+        --------
+        >>> import scipy.sparse as sp
+        >>> S = Sparse.from_scipy(sp.coo_array(([1.0, 2.0, 5.0], ([0, 0, 1], [1, 1, 0]))))
+        >>> S.values, S.pattern.nnz                     # the two (0, 1) entries were summed
+        (array([3., 5.]), 2)
+        """
         import scipy.sparse as sp
 
         if not sp.issparse(S):
@@ -58,16 +129,30 @@ class Sparse(LinearOperator):
         return cls(seal(np.array(S.data)), Pattern(S.indptr, S.indices, S.shape))
 
     def to_scipy(self):
-        """scipy ``csr_array`` (a copy; a host copy for cupy/jax values)."""
+        """The matrix as a scipy ``csr_array``, canonical, of the same dtype.
+
+        Always a copy that you may edit: cupy and jax values are copied to the host (one
+        device-to-host transfer), the index arrays are copied out of the read-only pattern.
+        Cost O(nnz).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> Sparse(np.array([1.0, 2.0]), Pattern.diagonal(2)).to_scipy().toarray()
+        array([[1., 0.],
+               [0., 2.]])
+        """
         import scipy.sparse as sp
 
         return sp.csr_array((np.array(to_numpy(self.values)), self.pattern.indices.copy(),
                              self.pattern.indptr.copy()), shape=self.shape)
 
     def matmat(self, X):
+        """CSR times X (n, k) in the backend of the values and X: O(nnz·k)."""
         return backend_of(self.values, X).spmm(self.values, self.pattern, X)
 
     def adjoint(self) -> "Sparse":
+        """Aᴴ on the transposed pattern: conj(values) gathered into Pᵀ's order, O(nnz)."""
         pt, _ = self.pattern.transpose()
         be = backend_of(self.values)
         return Sparse(be.seal(conj(self.values)[self.pattern.on(be, "perm_T")]), pt)
@@ -89,6 +174,7 @@ def _(A: Sparse):
 def _(A: Sparse, rows, cols):
     be = backend_of(A.values)
     xp = be.xp
+    # binary search on the host pattern, O(len·log nnz); positions not stored read as zero
     slot, found = A.pattern.locate(to_numpy(rows), to_numpy(cols))
     vals = A.values[be.index(slot)] if A.pattern.nnz else xp.zeros(slot.shape, dtype=A.dtype)
     return xp.where(be.index(found), vals, xp.zeros((), dtype=A.dtype))

@@ -1,5 +1,20 @@
 """Checks users and our own suite run on any operator: ``dottest``, ``check_against_dense``,
-and the operator zoo (named constructors × backend × dtype)."""
+and the operator zoo (named constructors × backend × dtype).
+
+Write a new operator (a LinearOperator subclass, a MatrixFree), then run ``dottest`` on it:
+a wrong adjoint is the most common bug in hand-written operators, and it silently corrupts
+every adjoint solve and gradient built on it. ``check_against_dense`` then compares every
+query with the dense computation. The zoo gives one small instance of every operator kind, in
+any backend and dtype, for property tests; ``poisson_family`` a finite-element family with its
+load, for examples and benchmarks.
+
+Examples
+--------
+>>> import numpy as np, linops as lo
+>>> A = lo.testing.zoo("sum_with_lowrank", dtype=np.complex128)
+>>> A, lo.testing.dottest(A), lo.testing.check_against_dense(A)
+(Sum(shape=(7, 7), dtype=complex128), True, True)
+"""
 
 from __future__ import annotations
 
@@ -9,14 +24,29 @@ import numpy as np
 
 from ._backend import namespace, to_numpy
 
-__all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array"]
+__all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array",
+           "poisson_family", "grid_dofs", "q4_laplace_stiffness"]
 
 
 def tolerance(dtype) -> float:
+    """The default relative tolerance of the checks: 2e-4 in single precision, 1e-11 in double.
+
+    Examples
+    --------
+    >>> tolerance(np.float32), tolerance(np.complex128)
+    (0.0002, 1e-11)
+    """
     return 2e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-11
 
 
 def random_array(rng, shape, dtype):
+    """Standard normal entries of ``dtype`` (real and imaginary parts independent), numpy.
+
+    Examples
+    --------
+    >>> random_array(np.random.default_rng(0), (2,), np.complex64).dtype
+    dtype('complex64')
+    """
     dtype = np.dtype(dtype)
     a = rng.standard_normal(shape)
     if dtype.kind == "c":
@@ -25,16 +55,49 @@ def random_array(rng, shape, dtype):
 
 
 def _tonp(x):
+    """Any backend's array (or a scalar) as numpy, for comparisons."""
     if hasattr(x, "dtype") and not isinstance(x, np.ndarray):
         return to_numpy(x)
     return np.asarray(x)
 
 
 def dottest(A, *, k: int = 3, rtol: float | None = None, seed: int = 0) -> bool:
-    """⟨A x, y⟩ = ⟨x, Aᴴ y⟩ for random x (n, k), y (m, k) in A's dtype and backend.
+    """The dot test: ⟨A x, y⟩ = ⟨x, Aᴴ y⟩ for random x (n, k), y (m, k) in A's dtype and backend.
 
-    Raises AssertionError with both values when they differ by more than ``rtol`` (relative to
-    ‖Ax‖‖y‖); returns True otherwise. Also checks ``.T`` against ``conj(.H)``.
+    It checks that ``adjoint`` is the adjoint of ``matmat``, and that ``.T`` agrees with
+    conj(``.H``). Cost: one product each with A, Aᴴ and Aᵀ on k columns.
+
+    Parameters
+    ----------
+    A : operator or anything ``aslinop`` accepts
+    k : int, default 3
+        Number of random columns.
+    rtol : float, optional
+        Relative to ‖Ax‖‖y‖ + ‖Aᴴy‖‖x‖ (default: :func:`tolerance` of A's dtype).
+    seed : int, default 0
+
+    Returns
+    -------
+    True
+
+    Raises
+    ------
+    AssertionError
+        With both values, when they differ by more than ``rtol``; or when the transpose does
+        not agree.
+    NotImplementedError
+        If A has no adjoint (a MatrixFree without ``frmatmat``).
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> wrong = lo.MatrixFree((2, 2), np.float64, lambda X: X, lambda X: 2 * X)
+    >>> dottest(wrong)
+    Traceback (most recent call last):
+    ...
+    AssertionError: dottest failed for MatrixFree(shape=(2, 2), dtype=float64): ...
+    >>> dottest(lo.Dense(np.array([[1.0, 2j], [3.0, 4.0]])))
+    True
     """
     from ._convert import aslinop
     from ._pytree_util import array_leaves
@@ -67,10 +130,38 @@ def dottest(A, *, k: int = 3, rtol: float | None = None, seed: int = 0) -> bool:
 def check_against_dense(A, dense=None, *, seed: int = 0, rtol: float | None = None) -> bool:
     """Compare every lazy query of A with the same computation on a dense reference.
 
-    ``dense``: the m×n reference (default: A applied to the identity, so that the registered
-    ``to_dense`` rule is checked against the products). Checks matmat, matvec, adjoint,
-    transpose, x @ A, diagonal, trace, sample, project onto a random pattern, inner with a dense,
-    a sparse and a low-rank operand. Raises AssertionError naming the first mismatch.
+    Checks matmat, matvec, adjoint, transpose, x @ A, to_dense, diagonal, trace, sample,
+    project onto a random pattern, and inner with a dense, a sparse and a low-rank operand
+    (both orders). For operators up to a few hundred rows: it builds m×n arrays.
+
+    Parameters
+    ----------
+    A : operator or anything ``aslinop`` accepts
+    dense : array of shape (m, n), optional
+        The reference. Default: A applied to the identity, so that the registered
+        ``to_dense`` rule is checked against the products.
+    seed : int, default 0
+    rtol : float, optional
+        Relative to the largest entry (default: :func:`tolerance` of A's dtype).
+
+    Returns
+    -------
+    True
+
+    Raises
+    ------
+    AssertionError
+        Naming the first query that disagrees and its error.
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo
+    >>> check_against_dense(lo.Dense(np.eye(2)), dense=np.zeros((2, 2)))
+    Traceback (most recent call last):
+    ...
+    AssertionError: matmat: max error ... for Dense(shape=(2, 2), dtype=float64)
+    >>> check_against_dense(lo.RankOne(np.ones(3), np.arange(4.0)))
+    True
     """
     from . import _queries as q
     from ._convert import aslinop
@@ -205,13 +296,43 @@ def _zoo_builders() -> dict[str, Callable]:
         sum_with_lowrank)}
 
 
-ZOO_NAMES = tuple(_zoo_builders())
+ZOO_NAMES = tuple(_zoo_builders())  # every operator kind, and every node of an expression tree
 
 
 def zoo(name: str, xp=np, dtype=np.float64, *, n: int = 7, m: int = 5, seed: int = 0):
     """Build the zoo operator ``name`` with arrays of namespace ``xp`` and ``dtype``.
 
-    Shapes: square n×n or rectangular m×n. Names: see ``ZOO_NAMES``.
+    One small random instance of each operator kind and of each combination node (sum,
+    product, scaled, adjoint, transpose, a sum with merged low-rank terms): what the test suite
+    runs its property tests on, for every backend and dtype.
+
+    Parameters
+    ----------
+    name : str
+        One of ``ZOO_NAMES``.
+    xp : module, default numpy
+        The array namespace (``numpy``, ``jax.numpy``, ``cupy``).
+    dtype : dtype, default float64
+    n, m : int
+        Square kinds are n×n; the rectangular ones (``*_rect``, ``rank_one``, ``low_rank``,
+        ``masked_outer``, ``zero``, ``product``, ``matrix_free``, ``adjoint_node``) m×n.
+    seed : int, default 0
+        The same seed gives the same operator.
+
+    Returns
+    -------
+    LinearOperator
+
+    Raises
+    ------
+    KeyError
+        For an unknown name.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> zoo("masked_outer"), zoo("low_rank", dtype=np.complex64, n=4, m=3)
+    (MaskedOuter(shape=(5, 7), dtype=float64), LowRank(shape=(3, 4), dtype=complex64))
     """
     rng = np.random.default_rng(seed)
     return _zoo_builders()[name](rng, xp, np.dtype(dtype), n, m)
@@ -219,13 +340,30 @@ def zoo(name: str, xp=np, dtype=np.float64, *, n: int = 7, m: int = 5, seed: int
 
 # ----- a finite-element gallery ----------------------------------------------------------------
 def q4_laplace_stiffness():
-    """Element stiffness of the Laplacian on a unit bilinear (Q4) square, nodes counter-clockwise."""
+    """Element stiffness of the Laplacian on a unit bilinear (Q4) square, nodes counter-clockwise.
+
+    Symmetric positive semi-definite, rows summing to zero (constants are its null space).
+
+    Examples
+    --------
+    >>> (q4_laplace_stiffness() * 6).astype(int)[0].tolist()
+    [4, -1, -2, -1]
+    """
     return np.array([[4.0, -1.0, -2.0, -1.0], [-1.0, 4.0, -1.0, -2.0],
                      [-2.0, -1.0, 4.0, -1.0], [-1.0, -2.0, -1.0, 4.0]]) / 6.0
 
 
 def grid_dofs(nx: int, ny: int) -> np.ndarray:
-    """Q4 connectivity of an nx×ny cell grid with (nx+1)(ny+1) nodes, one dof per node."""
+    """Q4 connectivity of an nx×ny cell grid with (nx+1)(ny+1) nodes, one dof per node.
+
+    Nodes are numbered row by row (x fastest); each row of the result lists one cell's four
+    nodes counter-clockwise from the lower left, cells also row by row.
+
+    Examples
+    --------
+    >>> grid_dofs(2, 1).tolist()
+    [[0, 1, 4, 3], [1, 2, 5, 4]]
+    """
     ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
     return np.stack([ix[:-1, :-1].ravel(), ix[:-1, 1:].ravel(), ix[1:, 1:].ravel(),
                      ix[1:, :-1].ravel()], axis=1)
@@ -236,9 +374,31 @@ def poisson_family(nx: int, ny: int | None = None):
     temperature fixed on the left edge. Returns (fam, b) with b a uniform heat load on the free
     dofs. n = nx·(ny+1) unknowns, about 9n stored entries.
 
+    K(θ) is symmetric positive definite for θ > 0 (the fixed edge removes the constants), so
+    it suits Cholesky, CG and AMG. The load is 1/(nx·ny) per free node, a total of 1 + 1/ny.
+
+    Parameters
+    ----------
+    nx : int
+        Cells along x.
+    ny : int, optional
+        Cells along y (default nx).
+
+    Returns
+    -------
+    fam : AffineSparse
+        Of shape (n, n) with n = nx·(ny + 1) and ``n_params == nx·ny``; built by
+        ``AffineSparse.from_elements``, so ``fam.expand`` gives the full grid.
+    b : ndarray of shape (n,)
+
+    Examples
+    --------
     >>> fam, b = poisson_family(4)
     >>> fam.shape, fam.n_params, b.shape
     ((20, 20), 16, (20,))
+    >>> K = fam(np.ones(fam.n_params))
+    >>> bool(np.all(np.linalg.eigvalsh(K.to_scipy().toarray()) > 0))
+    True
     """
     from ._affine import AffineSparse
 
