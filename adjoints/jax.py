@@ -1,126 +1,231 @@
-"""JAX integration: ``solve`` and ``matmul`` usable under ``jax.grad``, ``jax.jit`` and ``jax.vmap``.
+"""JAX integration: ``solve`` and ``matmul`` under every JAX transform.
 
-Sparse solves (A a ``lo.Sparse`` with jax values, a BCOO with concrete indices, or ``fam(θ)``
-inside the traced function) run on the host through ``jax.pure_callback`` into ``solvers``. The
-forward callback factorizes once and parks the cache in a small registry under an integer handle
-that travels as a residual; the backward callback looks the handle up and solves with Aᵀ using the
-SAME factors (JAX's convention for complex numbers is the plain transpose). ``stats()`` exposes
-the counters that prove it, also under ``jax.jit``. If the registry (``capacity`` caches) evicted a
-handle before its backward pass ran, the backward refactorizes and counts it in ``misses``.
+``jax.grad``, ``value_and_grad``, ``jvp``, ``jacfwd``, ``jacrev``, ``hessian``, ``vmap`` of each,
+``linear_transpose`` and ``jit`` of all of them work through :func:`solve` and :func:`matmul`,
+in float32/float64/complex64/complex128, with ``jax_enable_x64`` on or off.
 
-On a GPU (arrays on a CUDA device) the sparse solve stays on the device: jax's cuSOLVER
-``spsolve`` forward and backward, no host callback (cuSOLVER keeps no factors, so that path
-factorizes twice per gradient; see ``_sparse_solve_gpu``).
+How: u = A⁻¹b is linear in b and implicitly defined by A, so its tangent is another solve,
+u̇ = A⁻¹(ḃ − Ȧu), and its transpose is a solve with Aᵀ. Each solve is a primitive whose JVP rule
+emits the SAME solve primitive (same factorization) and whose transpose rule emits the
+transposed solve; JAX derives reverse mode, vmap and every higher order from these rules.
 
-Values cotangent: −λ[rows]·u[cols] on the pattern (O(nnz), never n×n). Dense A: jax's own LU
-(``jax.scipy.linalg.lu_factor``), factorized once in the forward pass and reused transposed in
-the backward pass; its cotangent is the dense −λuᵀ (documented: a dense A has a dense gradient).
+* sparse A on the CPU (``lo.Sparse`` with jax values, a BCOO/BCSR with concrete indices,
+  ``fam(θ)``): the factorization is ``solvers.init`` on the host (SuperLU, CHOLMOD, a Krylov
+  method with its preconditioner: any ``alg``), made once per linearization point and freed
+  when the computation that needs it is done (see :mod:`adjoints._jax_host`).
+* dense A, ``lo.Diagonal``, matrix-free operators (jax Krylov) and the GPU sparse branch:
+  ``jax.lax.custom_linear_solve`` with factors that live in XLA (:mod:`adjoints._jax_solves`).
+* ``B + LowRank`` (Woodbury) and ``c·B``: composed from the solves above; JAX differentiates
+  the composition.
+
+The cotangent of sparse values is an SDDMM on the pattern (O(nnz·k)); nothing forms an n×n
+array. JAX's convention for complex numbers applies: cotangents use the plain transpose Aᵀ
+(``jax.test_util.check_grads`` is the judge). Failures raise the same named exceptions as the
+numpy path when eager (``solvers.SingularMatrixError``, ``solvers.NonFiniteInputError``, ...) and
+fail a jitted computation with a ``JaxRuntimeError`` whose first line names the problem.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import linops as lo
 import solvers as sv
-from linops._base import ensure_jax_pytrees
-from linops._errors import ShapeError
-from linops._sddmm import sddmm
+from linops.internals import ShapeError, ensure_jax_pytrees
+
+from . import _jax_host as _host
+from ._jax_host import Stats as Stats
+from ._jax_solves import dense_factor, diagonal_factor, gpu_sparse_factor, krylov_factor
+from ._jax_spmm import spmm
 
 ensure_jax_pytrees()
 
 __all__ = ["solve", "matmul", "stats", "reset_stats", "Stats"]
 
-
-@dataclass
-class Stats:
-    factorizations: int = 0
-    transpose_solves: int = 0
-    forward_solves: int = 0
-    misses: int = 0
-
-
-class _Registry:
-    """Factorizations made by forward callbacks, keyed by handle, bounded (LRU)."""
-
-    def __init__(self, capacity: int = 64):
-        self.capacity = capacity
-        self.caches: OrderedDict[int, sv.LinearCache] = OrderedDict()
-        self.counter = itertools.count(1)
-        self.stats = Stats()
-        self.lock = threading.Lock()
-
-    def factorize(self, values: np.ndarray, pattern: lo.Pattern, alg) -> tuple[int, sv.LinearCache]:
-        A = lo.Sparse(np.asarray(values), pattern)
-        cache = sv.init(sv.LinearProblem(A), alg, check_mutation=False)
-        with self.lock:
-            self.stats.factorizations += 1
-            key = next(self.counter)
-            self.caches[key] = cache
-            while len(self.caches) > self.capacity:
-                self.caches.popitem(last=False)
-        return key, cache
-
-    def get(self, key: int, values, pattern, alg) -> sv.LinearCache:
-        with self.lock:
-            cache = self.caches.get(int(key))
-            if cache is not None:
-                self.caches.move_to_end(int(key))
-                return cache
-            self.stats.misses += 1
-        return self.factorize(values, pattern, alg)[1]
-
-
-_REGISTRY = _Registry()
+_NAMES = {"auto": sv.Auto, "lu": sv.LU, "cholesky": sv.Cholesky, "cg": sv.CG, "gmres": sv.GMRES,
+          "bicgstab": sv.BiCGStab, "woodbury": sv.Woodbury}
 
 
 def stats() -> Stats:
-    """Counters of the host-side factorizations made by ``solve`` (a snapshot)."""
-    s = _REGISTRY.stats
-    return Stats(s.factorizations, s.transpose_solves, s.forward_solves, s.misses)
+    """Counters of the host factorizations made by :func:`solve` (a snapshot, also valid after
+    ``jax.jit`` runs): ``factorizations``, ``forward_solves``, ``transpose_solves``, ``misses``
+    (refactorizations by a consumer that found none), ``live`` (alive now), ``peak_live``.
+
+    >>> reset_stats(); stats().factorizations
+    0
+    """
+    return _host.stats()
 
 
 def reset_stats() -> None:
-    _REGISTRY.stats = Stats()
+    """Zero the counters of :func:`stats`."""
+    _host.reset_stats()
 
 
 # ----- solve -------------------------------------------------------------------------------------
-def solve(A, b, alg=None):
-    """u = A⁻¹ b, differentiable with respect to A's values and b (JAX convention).
+def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
+          posdef: bool | None = None) -> jax.Array:
+    """u = A⁻¹ b, differentiable in A's arrays and in b under every JAX transform.
 
-    A: ``lo.Sparse`` (jax values leaf, static pattern), a BCOO/BCSR with concrete indices, a
-    dense jax array or ``lo.Dense``. b: (n,) or (n, k). ``alg``: a ``solvers`` algorithm for the
-    sparse path (default ``sv.Auto()``; it must be direct or converge to tight tolerance for
-    accurate gradients).
+    Parameters
+    ----------
+    A : operator
+        ``lo.Sparse`` (values: the differentiable leaf; pattern static), a BCOO/BCSR with
+        concrete indices, ``fam(θ)`` for a ``lo.AffineSparse`` family, a dense (n, n) array or
+        ``lo.Dense``, ``lo.Diagonal``, ``lo.Identity``, ``c * B``, ``B + LowRank/RankOne``
+        (Woodbury over B's solve), or any other operator whose products are jax-traceable
+        (``lo.MatrixFree``: solved by jax's CG/GMRES/BiCGStab).
+    b : array (n,) or (n, k)
+    alg : solvers algorithm or name, optional
+        Sparse on the CPU: anything ``solvers`` offers (``sv.LU()``, ``sv.Cholesky()``,
+        ``sv.CG(rtol=..., precond=sv.AMG())``, ``sv.GMRES(...)``, ``sv.Auto()`` — the default).
+        Dense: ``sv.LU()`` / ``sv.Cholesky()``. Matrix-free: ``sv.CG``/``sv.GMRES``/
+        ``sv.BiCGStab`` (precond None or ``sv.Jacobi()``). Gradients are as accurate as the
+        solves: give iterative methods a tight ``rtol``.
+    hermitian, posdef : bool, optional
+        Hints for ``sv.Auto`` (posdef → Cholesky / CG), as in ``solvers.LinearProblem``.
+
+    Returns
+    -------
+    u : jax array of shape b.shape and dtype ``result_type(A, b)``.
+
+    Cost: one factorization per linearization point (sparse CPU: ``solvers.init`` on the host;
+    dense: one LU in XLA), then per solve two triangular solves. ``grad``/``vjp``: + one
+    transpose solve with the same factors and an O(nnz·k) SDDMM. ``jvp``/``jacfwd``: + one solve
+    per tangent (vmapped tangents share one call). Adjoint (JAX convention): b̄ = A⁻ᵀū,
+    Ā = −b̄ uᵀ, sampled on A's pattern when A is sparse.
 
     >>> import jax, jax.numpy as jnp
     >>> A = jnp.array([[4.0, 1.0], [2.0, 3.0]])
     >>> jax.grad(lambda b: solve(A, b).sum())(jnp.array([1.0, 2.0])).round(3).tolist()
     [0.1, 0.3]
     """
-    if isinstance(A, (lo.Dense,)):
+    alg = _resolve(alg)
+    b = _as_jax(b, "b")
+    op = _coerce(A)
+    shape = tuple(op.shape)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ShapeError(f"solve needs a square A, got A.shape={shape}")
+    if b.ndim not in (1, 2) or b.shape[0] != shape[0]:
+        raise ShapeError(f"solve needs b of shape (n,) or (n, k) with n={shape[0]}: "
+                         f"A.shape={shape}, b.shape={tuple(b.shape)}")
+    dtype = jnp.result_type(_dtype_of(op), b.dtype)
+    return _factor(op, dtype, alg, hermitian, posdef)(b.astype(dtype))
+
+
+def _coerce(A):
+    """A dense jax array, or a linops operator (BCOO/BCSR and scipy sparse become lo.Sparse)."""
+    if isinstance(A, lo.Dense):
         A = A.a
-    if not isinstance(A, lo.LinearOperator) and hasattr(A, "ndim") and not _is_jax_sparse(A):
-        return _dense_solve(jnp.asarray(A), jnp.asarray(b))
-    A = lo.aslinop(A)
-    if not isinstance(A, lo.Sparse):
-        raise TypeError(f"adjoints.jax.solve needs a lo.Sparse, BCOO/BCSR or dense array, got "
-                        f"{type(A).__name__}")
-    b = jnp.asarray(b)
-    if b.ndim not in (1, 2) or b.shape[0] != A.shape[0] or A.shape[0] != A.shape[1]:
-        raise ShapeError(f"solve needs a square A and b of shape (n,) or (n, k): A.shape={A.shape}, "
-                         f"b.shape={tuple(b.shape)}")
-    values = jnp.asarray(A.values)
-    if _platform(values, b) == "gpu":
-        return _sparse_solve_gpu(A.pattern)(values, b)
-    return _sparse_solve(A.pattern, alg if alg is not None else sv.Auto(), b.ndim)(values, b)
+    if not isinstance(A, lo.LinearOperator) and _is_plain_array(A):
+        return _as_jax(A, "A")
+    return lo.aslinop(A)
+
+
+def _dtype_of(op):
+    if isinstance(op, lo.Sparse):
+        return _as_jax(op.values, "A.values").dtype
+    if not isinstance(op, lo.LinearOperator):
+        return op.dtype
+    return jax.dtypes.canonicalize_dtype(op.dtype)
+
+
+def _factor(op, dtype, alg, hermitian=None, posdef=None) -> Callable:
+    """b ↦ A⁻¹ b for right-hand sides in ``dtype``. The factorization (if A needs one) is made
+    here, ONCE, and shared by every solve, tangent and cotangent of the returned function."""
+    if not isinstance(op, lo.LinearOperator):
+        return dense_factor(op, dtype, alg, posdef)
+    if isinstance(op, lo.Sparse):
+        values = _as_jax(op.values, "A.values")
+        if _platform(values) == "gpu":
+            return gpu_sparse_factor(values, op.pattern, dtype)
+        spec = _host.Spec(op.pattern, alg, hermitian, posdef)
+        site = _host.Site()
+        keys = _host.factorize(values, spec, site)
+        return lambda b: _host.host_solve(keys, values, b, spec, site)
+    if isinstance(op, lo.Dense):
+        return dense_factor(_as_jax(op.a, "A"), dtype, alg, posdef)
+    if isinstance(op, lo.Diagonal):
+        return diagonal_factor(_as_jax(op.d, "A.d"), dtype, alg)
+    if isinstance(op, lo.Identity):
+        return lambda b: b
+    if isinstance(op, lo.Scaled):
+        inner = _factor(op.A, dtype, alg, hermitian, posdef)
+        c = jnp.asarray(op.c)
+        return lambda b: (inner(b) / c).astype(dtype)
+    parts = _split_low_rank(op)
+    if parts is not None:
+        return _woodbury(*parts, dtype, alg)
+    return krylov_factor(op, dtype, alg, hermitian, posdef)
+
+
+def _woodbury(B, U, V, dtype, alg) -> Callable:
+    """(B + U Vᴴ)⁻¹ b = y − Z C⁻¹ Vᴴ y with y = B⁻¹b, Z = B⁻¹U, C = I + Vᴴ Z. B is factorized
+    once (its solve serves Z and every y) and C (k×k) by one dense LU; JAX differentiates the
+    formula (exact, so its derivative is the derivative of the solve)."""
+    base = _factor(B, dtype, alg.base if isinstance(alg, sv.Woodbury) else alg)
+    U, V = _as_jax(U, "U").astype(dtype), _as_jax(V, "V").astype(dtype)
+    Z = base(U)
+    Vh = jnp.conj(V).T
+    small = dense_factor(jnp.eye(U.shape[1], dtype=dtype) + Vh @ Z, dtype, sv.LU(), None)
+
+    def apply(b):
+        y = base(b)
+        return y - Z @ small(Vh @ y)
+
+    return apply
+
+
+def _split_low_rank(op):
+    """(B, U, V) when op = B + U Vᴴ with exactly one low-rank term, else None."""
+    if not isinstance(op, lo.Sum):
+        return None
+    low = [t for t in op.terms if isinstance(t, (lo.LowRank, lo.RankOne))]
+    if len(low) != 1:
+        return None
+    rest = [t for t in op.terms if t is not low[0]]
+    B = rest[0] if len(rest) == 1 else lo.Sum(tuple(rest))
+    U, V = low[0].factors()
+    return B, U, V
+
+
+def _resolve(alg):
+    if alg is None:
+        return sv.Auto()
+    if isinstance(alg, str):
+        key = alg.strip().lower().replace("-", "").replace("_", "")
+        if key not in _NAMES:
+            raise ValueError(f"unknown algorithm {alg!r}; names: {', '.join(sorted(_NAMES))}")
+        return _NAMES[key]()
+    if not callable(getattr(alg, "setup", None)):
+        raise TypeError(f"alg must be a solvers algorithm (sv.LU(), sv.CG(...), ...) or its name, "
+                        f"got {type(alg).__name__}: {alg!r}")
+    return alg
+
+
+def _as_jax(x, name: str):
+    try:
+        x = jnp.asarray(x)
+    except TypeError:
+        raise TypeError(f"{name} must be an array, got {type(x).__name__}") from None
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        x = x.astype(jnp.result_type(float))
+    return x
+
+
+def _is_plain_array(x) -> bool:
+    if _is_jax_sparse(x) or isinstance(x, lo.LinearOperator):
+        return False
+    import scipy.sparse as sp
+
+    return not sp.issparse(x) and hasattr(x, "ndim") and hasattr(x, "dtype")
+
+
+def _is_jax_sparse(x) -> bool:
+    return type(x).__module__.startswith("jax.experimental.sparse")
 
 
 def _platform(*arrays) -> str:
@@ -134,168 +239,39 @@ def _platform(*arrays) -> str:
     return jax.default_backend()
 
 
-def _sparse_solve_gpu(pattern: lo.Pattern):
-    """GPU path without a host round trip: jax's cuSOLVER ``spsolve`` forward and, with the
-    transposed pattern, backward. cuSOLVER's sparse QR keeps no factors, so this path factorizes
-    twice per gradient (and once per right-hand-side column); the dense GPU path (jax LU) and the
-    CPU path factorize once. Not batchable with vmap (spsolve has no batching rule)."""
-    from jax.experimental.sparse.linalg import spsolve
-
-    pt, perm = pattern.transpose()
-    rows, cols = pattern.rows, pattern.indices
-    ind, ptr = jnp.asarray(pattern.indices, jnp.int32), jnp.asarray(pattern.indptr, jnp.int32)
-    indT, ptrT = jnp.asarray(pt.indices, jnp.int32), jnp.asarray(pt.indptr, jnp.int32)
-
-    def cols_solve(values, ind_, ptr_, B):
-        if B.ndim == 1:
-            return spsolve(values, ind_, ptr_, B)
-        return jnp.stack([spsolve(values, ind_, ptr_, B[:, j]) for j in range(B.shape[1])], axis=1)
-
-    @jax.custom_vjp
-    def f(values, b):
-        return cols_solve(values, ind, ptr, b)
-
-    def fwd(values, b):
-        u = cols_solve(values, ind, ptr, b)
-        return u, (values, u)
-
-    def bwd(res, ubar):
-        values, u = res
-        lam = cols_solve(values[perm], indT, ptrT, ubar)           # Aᵀλ = ū (JAX convention)
-        return -sddmm(lam, u, rows, cols, conj_v=False).astype(values.dtype), lam.astype(ubar.dtype)
-
-    f.defvjp(fwd, bwd)
-    return f
-
-
-def _is_jax_sparse(A) -> bool:
-    return type(A).__module__.startswith("jax.experimental.sparse")
-
-
-def _sparse_solve(pattern: lo.Pattern, alg, b_ndim: int):
-    rows, cols = pattern.rows, pattern.indices
-    nnz, n = pattern.nnz, pattern.shape[0]
-
-    def split(values, b):
-        """Host arrays with leading vmap dims ('expand_dims') -> flat batch lists."""
-        values, b = np.asarray(values), np.asarray(b)
-        nb = b.ndim - b_ndim
-        batch = np.broadcast_shapes(values.shape[:-1], b.shape[:nb])
-        return values.reshape(-1, nnz), batch, nb
-
-    def host_forward(values, b):
-        V, batch, nb = split(values, b)
-        B = np.broadcast_to(b, batch + b.shape[nb:]).reshape((-1,) + b.shape[nb:])
-        U = np.empty(B.shape, dtype=np.result_type(V.dtype, B.dtype))
-        keys = np.empty(B.shape[0], dtype=np.int64)
-        if V.shape[0] == 1:  # one matrix: factorize once, all right-hand sides in one pass
-            key, cache = _REGISTRY.factorize(V[0], pattern, alg)
-            cols_ = np.moveaxis(B, 0, -1).reshape(n, -1)
-            X = np.asarray(cache.solve(cols_))
-            U[...] = np.moveaxis(X.reshape((n,) + B.shape[2:] + (B.shape[0],)), -1, 0)
-            keys[:] = key
-        else:
-            Vb = np.broadcast_to(V.reshape(values.shape), batch + (nnz,)).reshape(-1, nnz)
-            for i in range(B.shape[0]):
-                key, cache = _REGISTRY.factorize(Vb[i], pattern, alg)
-                U[i] = np.asarray(cache.solve(B[i]))
-                keys[i] = key
-        _REGISTRY.stats.forward_solves += 1
-        return U.reshape(batch + b.shape[nb:]), keys.reshape(batch)
-
-    def host_adjoint(keys, values, ubar):
-        keys = np.asarray(keys)
-        ubar = np.asarray(ubar)
-        nb = keys.ndim
-        V = np.asarray(values)
-        batch = keys.shape
-        Ub = ubar.reshape((-1,) + ubar.shape[nb:])
-        Vb = np.broadcast_to(V, batch + (nnz,)).reshape(-1, nnz) if nb else V.reshape(1, nnz)
-        kf = keys.reshape(-1)
-        out = np.empty(Ub.shape, dtype=np.result_type(V.dtype, Ub.dtype))
-        for key in np.unique(kf):
-            idx = np.flatnonzero(kf == key)
-            cache = _REGISTRY.get(int(key), Vb[idx[0]], pattern, alg)
-            C = np.moveaxis(Ub[idx], 0, -1).reshape(n, -1)
-            X = np.asarray(cache.solve_transpose(C))
-            out[idx] = np.moveaxis(X.reshape((n,) + Ub.shape[2:] + (idx.size,)), -1, 0)
-            _REGISTRY.stats.transpose_solves += 1
-        return out.reshape(ubar.shape)
-
-    @jax.custom_vjp
-    def f(values, b):
-        return fwd(values, b)[0]
-
-    def fwd(values, b):
-        dtype = jnp.result_type(values.dtype, b.dtype)
-        u, keys = jax.pure_callback(
-            host_forward,
-            (jax.ShapeDtypeStruct(b.shape, dtype), jax.ShapeDtypeStruct((), jnp.int64)),
-            values, b, vmap_method="expand_dims")
-        return u, (values, u, keys)
-
-    def bwd(res, ubar):
-        values, u, keys = res
-        lam = jax.pure_callback(host_adjoint, jax.ShapeDtypeStruct(ubar.shape, ubar.dtype),
-                                keys, values, ubar, vmap_method="expand_dims")
-        # JAX convention: b̄ = A⁻ᵀū, values̄ₖ = −λ[rowₖ]·u[colₖ] (no conjugate), O(nnz·k)
-        vbar = -sddmm(lam, u, rows, cols, conj_v=False)
-        return vbar.astype(values.dtype) if not jnp.iscomplexobj(values) else vbar, lam.astype(ubar.dtype)
-
-    f.defvjp(fwd, bwd)
-    return f
-
-
-@jax.custom_vjp
-def _dense_solve(A, b):
-    return _dense_fwd(A, b)[0]
-
-
-def _dense_fwd(A, b):
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or b.shape[0] != A.shape[0]:
-        raise ShapeError(f"solve needs a square A and b of shape (n,) or (n, k): A.shape={A.shape}, "
-                         f"b.shape={tuple(b.shape)}")
-    lu = jax.scipy.linalg.lu_factor(A)
-    u = jax.scipy.linalg.lu_solve(lu, b)
-    return u, (lu, u)
-
-
-def _dense_bwd(res, ubar):
-    lu, u = res
-    lam = jax.scipy.linalg.lu_solve(lu, ubar, trans=1)  # same factors, transposed
-    if u.ndim == 1:
-        Abar = -jnp.outer(lam, u)
-    else:
-        Abar = -lam @ u.T
-    return Abar, lam
-
-
-_dense_solve.defvjp(_dense_fwd, _dense_bwd)
-
-
 # ----- matmul ------------------------------------------------------------------------------------
-def matmul(L, R):
-    """Y = L @ R with one operand a sparse operator (``lo.Sparse``, BCOO/BCSR) and the other a
-    dense jax array: ``matmul(A, X)`` or ``matmul(X, A)``. Differentiable in both: X̄ by a
-    sparse·dense product, the values' cotangent by SDDMM on A's pattern (O(nnz·k); never n×n).
-    Dense jax arrays on both sides fall back to ``jnp.matmul``.
+def matmul(L: Any, R: Any) -> jax.Array:
+    """Y = L @ R with one operand sparse (``lo.Sparse``, BCOO/BCSR) and the other a dense jax
+    array: ``matmul(A, X)`` or ``matmul(X, A)``; differentiable in both under every transform.
+
+    Cost O(nnz·k) (gather + sorted segment-sum). Adjoint: X̄ = AᵀȲ (or ȲAᵀ), values̄ = SDDMM
+    of Ȳ and X on A's pattern, O(nnz·k); never an n×n array. Dense operands on both sides
+    fall back to ``jnp.matmul``.
+
+    >>> import jax.numpy as jnp, scipy.sparse as sp
+    >>> A = lo.Sparse.from_scipy(sp.eye(2, format="csr"))
+    >>> matmul(A, jnp.array([1.0, 2.0])).tolist()
+    [1.0, 2.0]
     """
     l_sp, r_sp = _sparse_operand(L), _sparse_operand(R)
     if l_sp and r_sp:
-        raise TypeError("matmul needs one dense operand")
+        raise TypeError("matmul needs one dense operand; got two sparse operands "
+                        f"({type(L).__name__}, {type(R).__name__})")
     if not (l_sp or r_sp):
         return jnp.matmul(_plain(L), _plain(R))
     if l_sp:
         A = lo.aslinop(L)
-        X = jnp.asarray(R)
-        if X.shape[0] != A.shape[1]:
+        X = _as_jax(R, "X")
+        if X.ndim not in (1, 2) or X.shape[0] != A.shape[1]:
             raise ShapeError(f"A @ X with A.shape={A.shape} but X.shape={tuple(X.shape)}")
-        return _spmm_left(A.pattern)(jnp.asarray(A.values), X)
+        return spmm(_as_jax(A.values, "A.values"), X, A.pattern, "N")
     A = lo.aslinop(R)
-    X = jnp.asarray(L)
-    if X.shape[-1] != A.shape[0]:
+    X = _as_jax(L, "X")
+    if X.ndim not in (1, 2) or X.shape[-1] != A.shape[0]:
         raise ShapeError(f"X @ A with X.shape={tuple(X.shape)} but A.shape={A.shape}")
-    return _spmm_right(A.pattern)(jnp.asarray(A.values), X)
+    Xt = X.T if X.ndim == 2 else X
+    Y = spmm(_as_jax(A.values, "A.values"), Xt, A.pattern, "T")      # Yᵀ = Aᵀ Xᵀ
+    return Y.T if X.ndim == 2 else Y
 
 
 def _plain(x):
@@ -304,47 +280,3 @@ def _plain(x):
 
 def _sparse_operand(x) -> bool:
     return isinstance(x, lo.Sparse) or _is_jax_sparse(x)
-
-
-def _spmm_left(pattern: lo.Pattern):
-    rows, cols = pattern.rows, pattern.indices
-
-    @jax.custom_vjp
-    def f(values, X):
-        return lo.Sparse(values, pattern) @ X
-
-    def fwd(values, X):
-        return f(values, X), (values, X)
-
-    def bwd(res, Ybar):
-        values, X = res
-        A = lo.Sparse(values, pattern)
-        Xbar = A.T @ Ybar                                   # Aᵀ Ȳ
-        vbar = sddmm(Ybar, X, rows, cols, conj_v=False)     # Σⱼ Ȳ[r,j] X[c,j]
-        return vbar.astype(values.dtype), Xbar.astype(X.dtype)
-
-    f.defvjp(fwd, bwd)
-    return f
-
-
-def _spmm_right(pattern: lo.Pattern):
-    rows, cols = pattern.rows, pattern.indices
-
-    @jax.custom_vjp
-    def f(values, X):
-        return X @ lo.Sparse(values, pattern)
-
-    def fwd(values, X):
-        return f(values, X), (values, X)
-
-    def bwd(res, Ybar):
-        values, X = res
-        A = lo.Sparse(values, pattern)
-        Xbar = (A @ Ybar.T).T if Ybar.ndim == 2 else A @ Ybar   # Ȳ Aᵀ
-        Xt = X.T if X.ndim == 2 else X
-        Yt = Ybar.T if Ybar.ndim == 2 else Ybar
-        vbar = sddmm(Xt, Yt, rows, cols, conj_v=False)          # Σᵢ X[i,r] Ȳ[i,c]
-        return vbar.astype(values.dtype), Xbar.astype(X.dtype)
-
-    f.defvjp(fwd, bwd)
-    return f

@@ -1,0 +1,309 @@
+"""Runtime errors for adjoints.jax: named exceptions when eager, a clean first line under jit.
+
+A check is a status array (int32, 0 = fine, else a message id) plus an optional ``info`` array
+of numbers the message quotes. Eager (concrete values), :func:`check` raises the named
+exception itself (``solvers.SingularMatrixError``, ``ValueError``, ...), exactly as the numpy
+path does. Under ``jax.jit`` the check is an XLA FFI custom call (side-effecting, so XLA never
+drops it) whose CPU handler returns an FFI error carrying our message; XLA turns that into
+``JaxRuntimeError`` whose FIRST line is ``FAILED_PRECONDITION: solvers.SingularMatrixError:
+<what happened, with the numbers>``. (An exception raised inside a ``jax.pure_callback`` would
+put ``INTERNAL: CpuCallback error calling callback: Traceback ...`` first and the message last;
+equinox's ``error_if`` has the same limitation under plain ``jax.jit``.)
+
+The handler is a ctypes function registered with ``jax.ffi.register_ffi_target``; it reads the
+status buffer through the documented XLA FFI C ABI (``xla/ffi/api/c_api.h``). On other platforms
+(GPU) the check is a host callback that raises, so the message arrives but is not on line one.
+
+Host callbacks (sparse factorizations in :mod:`adjoints._jax_host`) never raise inside XLA:
+they record the exception with :func:`record` and return its id as their status.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import itertools
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+__all__ = ["check", "guard", "record", "register_message", "raise_for", "qualified_name",
+           "add_error_hook"]
+
+# ----- the message table -------------------------------------------------------------------------
+_LOCK = threading.Lock()
+_STATIC: dict[tuple, int] = {}           # (exception class, template) -> id
+_MESSAGES: dict[int, tuple[type, str, bool]] = {}   # id -> (class, template or text, one-shot)
+_IDS = itertools.count(1)
+_ERRC = {"ValueError": 3, "ShapeError": 3}  # INVALID_ARGUMENT; everything else FAILED_PRECONDITION
+
+
+_HOOKS: list = []
+
+
+def add_error_hook(fn) -> None:
+    """``fn()`` runs whenever a failure is recorded or raised (e.g. to free what a failing
+    computation will no longer use)."""
+    _HOOKS.append(fn)
+
+
+def _run_hooks() -> None:
+    for fn in _HOOKS:
+        try:
+            fn()
+        except Exception:  # pragma: no cover - a hook must never mask the real error
+            pass
+
+
+def qualified_name(cls: type) -> str:
+    """``solvers.SingularMatrixError`` rather than ``solvers._errors.SingularMatrixError``."""
+    mod = cls.__module__.split(".")[0]
+    return cls.__name__ if mod == "builtins" else f"{mod}.{cls.__name__}"
+
+
+def register_message(cls: type, template: str) -> int:
+    """Id of a static message; ``template`` is formatted with the check's ``info`` numbers."""
+    key = (cls, template)
+    with _LOCK:
+        if key not in _STATIC:
+            _STATIC[key] = i = next(_IDS)
+            _MESSAGES[i] = (cls, template, False)
+        return _STATIC[key]
+
+
+def record(exc: BaseException) -> int:
+    """Id for an exception a host callback caught (one-shot: forgotten once reported)."""
+    with _LOCK:
+        i = next(_IDS)
+        _MESSAGES[i] = (type(exc), str(exc), True)
+    _run_hooks()
+    return i
+
+
+def _message(i: int, info) -> tuple[type, str]:
+    with _LOCK:
+        cls, text, once = _MESSAGES.get(int(i), (RuntimeError, f"unknown adjoints.jax error {i}",
+                                                 False))
+        if once:
+            _MESSAGES.pop(int(i), None)
+    if info is not None and not once and len(info):
+        try:
+            text = text.format(*[_num(x) for x in info])
+        except (IndexError, KeyError, ValueError):
+            pass
+    return cls, text
+
+
+def _num(x):
+    x = float(x)
+    return int(x) if x.is_integer() and abs(x) < 2**53 else x
+
+
+def raise_for(status, info=None) -> None:
+    """Raise the named exception for the first nonzero entry of ``status`` (host arrays)."""
+    status = np.asarray(status).reshape(-1)
+    bad = np.flatnonzero(status)
+    if bad.size == 0:
+        return
+    k = int(bad[0])
+    row = None
+    if info is not None:
+        info = np.asarray(info)
+        row = info.reshape(-1, info.shape[-1])[k] if info.size else None
+    cls, text = _message(int(status[k]), row)
+    _run_hooks()
+    raise _make(cls, text)
+
+
+def _make(cls: type, text: str) -> BaseException:
+    try:
+        return cls(text)
+    except TypeError:   # e.g. solvers.ConvergenceError(message, history)
+        return cls(text, ())
+
+
+# ----- the check primitive -----------------------------------------------------------------------
+check_p = Primitive("adjoints_jax_check")
+
+
+def check(status, info=None):
+    """Raise (eager) or arrange to raise at run time (jit) when any ``status`` is nonzero.
+
+    Returns ``status`` unchanged; make the guarded result depend on it (``jnp.where``) so that
+    the check lives exactly as long as the value it guards.
+    """
+    status = jnp.asarray(status, jnp.int32)
+    if info is None:
+        info = jnp.zeros(status.shape + (0,), jnp.float32)
+    info = jax.lax.stop_gradient(jnp.asarray(info))
+    return check_p.bind(jax.lax.stop_gradient(status), info)
+
+
+def guard(x, status, info=None):
+    """``x`` where every ``status`` is 0; raises (eager) / fails the computation (jit) otherwise."""
+    ok = check(status, info) == 0
+    return jnp.where(ok, x, jnp.asarray(jnp.nan, dtype=x.dtype))
+
+
+def _check_impl(status, info):
+    raise_for(np.asarray(status), np.asarray(info))
+    return status
+
+
+check_p.def_impl(_check_impl)
+check_p.def_abstract_eval(lambda status, info: jax.core.ShapedArray(status.shape, status.dtype))
+
+
+def _check_jvp(primals, tangents):
+    out = check_p.bind(*primals)
+    return out, ad.Zero.from_primal_value(out)
+
+
+ad.primitive_jvps[check_p] = _check_jvp
+
+
+def _check_batch(args, dims):
+    status, info = args
+    ds, di = dims
+    size = status.shape[ds] if ds is not None else info.shape[di]
+    status = jnp.moveaxis(status, ds, 0) if ds is not None else jnp.broadcast_to(
+        status, (size,) + status.shape)
+    info = jnp.moveaxis(info, di, 0) if di is not None else jnp.broadcast_to(
+        info, (size,) + info.shape)
+    return check_p.bind(status, info), 0
+
+
+batching.primitive_batchers[check_p] = _check_batch
+
+
+# ----- CPU: an XLA FFI handler written with ctypes -----------------------------------------------
+class _ExtBase(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("type", C.c_int), ("next", C.c_void_p)]
+
+
+class _ApiVersion(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
+                ("major_version", C.c_int), ("minor_version", C.c_int)]
+
+
+class _Metadata(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("api_version", _ApiVersion),
+                ("traits", C.c_uint32)]
+
+
+class _MetadataExt(C.Structure):
+    _fields_ = [("extension_base", _ExtBase), ("metadata", C.POINTER(_Metadata))]
+
+
+class _Buffer(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p), ("dtype", C.c_int),
+                ("data", C.c_void_p), ("rank", C.c_int64), ("dims", C.POINTER(C.c_int64))]
+
+
+class _Args(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
+                ("size", C.c_int64), ("types", C.c_void_p), ("args", C.POINTER(C.c_void_p))]
+
+
+class _Attrs(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
+                ("size", C.c_int64), ("types", C.c_void_p), ("names", C.c_void_p),
+                ("attrs", C.c_void_p)]
+
+
+class _ErrorArgs(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
+                ("message", C.c_char_p), ("errc", C.c_int)]
+
+
+_ErrorCreate = C.CFUNCTYPE(C.c_void_p, C.POINTER(_ErrorArgs))
+
+
+class _Api(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
+                ("api_version", _ApiVersion), ("internal_api", C.c_void_p),
+                ("error_create", _ErrorCreate)]
+
+
+class _CallFrame(C.Structure):
+    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.POINTER(_ExtBase)),
+                ("api", C.POINTER(_Api)), ("ctx", C.c_void_p), ("stage", C.c_int),
+                ("args", _Args), ("rets", _Args), ("attrs", _Attrs), ("future", C.c_void_p)]
+
+
+_FFI_METADATA = 1
+_FFI_DTYPES = {4: np.int32, 11: np.float32, 12: np.float64}
+_keep_messages: list[bytes] = []   # XLA copies the message, but keep it alive through the call
+
+
+def _view(buf: _Buffer) -> np.ndarray:
+    shape = tuple(buf.dims[i] for i in range(buf.rank))
+    dtype = np.dtype(_FFI_DTYPES[buf.dtype])
+    n = int(np.prod(shape)) if shape else 1
+    if n == 0 or not buf.data:
+        return np.zeros(shape, dtype)
+    raw = (C.c_char * (n * dtype.itemsize)).from_address(buf.data)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def _handler(frame_ptr):
+    frame = frame_ptr.contents
+    try:
+        if frame.extension_start and frame.extension_start.contents.type == _FFI_METADATA:
+            ext = C.cast(frame.extension_start, C.POINTER(_MetadataExt)).contents
+            md = ext.metadata.contents
+            md.api_version.major_version = 0
+            md.api_version.minor_version = 1
+            md.traits = 0
+            return None
+        status = _view(C.cast(frame.args.args[0], C.POINTER(_Buffer)).contents)
+        info = _view(C.cast(frame.args.args[1], C.POINTER(_Buffer)).contents)
+        raise_for(status.copy(), info.copy())
+        return None
+    except BaseException as e:  # never let an exception escape into C (ctypes would swallow it)
+        name = qualified_name(type(e))
+        msg = f"{name}: {e}".encode("utf-8", "replace")
+        _keep_messages[:] = [msg]
+        args = _ErrorArgs(C.sizeof(_ErrorArgs), None, msg, _ERRC.get(type(e).__name__, 9))
+        return frame.api.contents.error_create(C.byref(args))
+
+
+_HANDLER = C.CFUNCTYPE(C.c_void_p, C.POINTER(_CallFrame))(_handler)
+_TARGET = "adjoints_jax_check"
+jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(C.cast(_HANDLER, C.c_void_p).value),
+                            platform="cpu")
+
+
+def _check_lowering_cpu(ctx, status, info):
+    rule = jax.ffi.ffi_lowering(_TARGET, has_side_effect=True, operand_output_aliases={0: 0})
+    return rule(ctx, status, info)
+
+
+def _check_lowering_other(ctx, status, info):
+    def host(s, i):
+        raise_for(s, i)
+        return (s,)
+
+    out, _, _ = mlir.emit_python_callback(ctx, host, None, [status, info], ctx.avals_in,
+                                          ctx.avals_out, has_side_effect=True,
+                                          returns_token=False)
+    return out
+
+
+mlir.register_lowering(check_p, _check_lowering_cpu, platform="cpu", cacheable=False)
+mlir.register_lowering(check_p, _check_lowering_other, cacheable=False)
+
+
+def emit_check(ctx, status_value, status_aval) -> None:
+    """Emit a check of ``status_value`` (an MLIR value with ``status_aval``) inside another
+    primitive's lowering rule (used by the host-callback primitives)."""
+    info_aval = jax.core.ShapedArray(tuple(status_aval.shape) + (0,), np.float32)
+    info = mlir.ir_constant(np.zeros(info_aval.shape, np.float32))
+    sub = ctx.replace(primitive=check_p, avals_in=[status_aval, info_aval],
+                      avals_out=[status_aval])
+    platform = ctx.module_context.platforms[0]
+    rule = _check_lowering_cpu if platform == "cpu" else _check_lowering_other
+    rule(sub, status_value, info)

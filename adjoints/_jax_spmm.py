@@ -1,0 +1,140 @@
+"""``spmm_p``: CSR(values on a static pattern) times a dense array, as one bilinear JAX primitive.
+
+op(A) X with A = values on ``pattern`` and op ∈ {N: A, T: Aᵀ (never conjugated)}. Because the
+primitive is bilinear in (values, X), JAX derives jvp, vjp, jacfwd/jacrev, hessian and
+linear_transpose from two transpose rules:
+
+* X̄ = op(A)ᵀ Ȳ — the same primitive with the other ``trans``;
+* values̄ₖ = Σⱼ Ȳ[rₖ, j] X[cₖ, j] (N) — an SDDMM on the pattern (``linops`` ``sddmm``, chunked),
+  O(nnz·k) work, O(nnz) result; never an n×n array.
+
+Leading batch dimensions (from ``jax.vmap``) are part of the primitive: every operand carries
+``nbatch`` aligned leading axes of size 1 or B, broadcast like numpy. Forward cost: one gather
+and one sorted ``segment_sum``, O(nnz·k).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+import linops as lo
+from linops.internals import ShapeError, sddmm
+
+__all__ = ["spmm", "spmm_p", "index32", "sum_to_shape", "align_batch"]
+
+spmm_p = Primitive("adjoints_jax_spmm")
+
+
+def index32(ix: np.ndarray) -> np.ndarray:
+    """Index constants as int32 when they fit (jax without x64 has no int64)."""
+    ix = np.asarray(ix)
+    return ix.astype(np.int32) if ix.size == 0 or ix.max() < 2**31 - 1 else ix
+
+
+def spmm(values, X, pattern: lo.Pattern, trans: str = "N"):
+    """op(A) @ X for A = Sparse(values, pattern), X of shape (n,) or (n, k); differentiable in
+    both arguments (forward and reverse, any order)."""
+    m, n = pattern.shape if trans == "N" else pattern.shape[::-1]
+    if X.ndim not in (1, 2) or X.shape[0] != n or values.shape != (pattern.nnz,):
+        op = "A" if trans == "N" else "Aᵀ"
+        raise ShapeError(f"{op} @ X with A.shape={pattern.shape} (values.shape="
+                         f"{tuple(values.shape)}, nnz={pattern.nnz}) but X.shape={tuple(X.shape)}")
+    return spmm_p.bind(values, X, pattern=pattern, trans=trans, nbatch=0)
+
+
+def sum_to_shape(x, shape):
+    """Sum the broadcast leading axes of ``x`` back to ``shape`` (size-1 axes, kept)."""
+    axes = tuple(i for i, (a, b) in enumerate(zip(x.shape, shape)) if b == 1 and a != 1)
+    return jnp.sum(x, axis=axes, keepdims=True) if axes else x
+
+
+def _real_if(x, like_dtype):
+    """JAX's convention for a real input of a complex map: its cotangent is the real part."""
+    if np.dtype(like_dtype).kind != "c" and jnp.iscomplexobj(x):
+        x = jnp.real(x)
+    return x.astype(like_dtype)
+
+
+def _op_pattern(pattern: lo.Pattern, trans: str):
+    if trans == "N":
+        return pattern, None
+    pt, perm = pattern.transpose()
+    return pt, perm
+
+
+def _spmm_impl(values, X, *, pattern, trans, nbatch):
+    pat, perm = _op_pattern(pattern, trans)
+    if perm is not None:
+        values = jnp.take(values, index32(perm), axis=-1)
+    nb = nbatch
+    vec = X.ndim == nb + 1
+    Xg = jnp.take(X, index32(pat.indices), axis=nb)
+    contrib = (values if vec else values[..., None]) * Xg
+    if nb:
+        contrib = jnp.moveaxis(contrib, nb, 0)
+    out = jax.ops.segment_sum(contrib, index32(pat.rows), num_segments=pat.shape[0],
+                              indices_are_sorted=True)
+    return jnp.moveaxis(out, 0, nb) if nb else out
+
+
+def _spmm_abstract(values, X, *, pattern, trans, nbatch):
+    nb = nbatch
+    m = pattern.shape[0] if trans == "N" else pattern.shape[1]
+    lead = np.broadcast_shapes(values.shape[:nb], X.shape[:nb])
+    dtype = jnp.result_type(values.dtype, X.dtype)
+    return jax.core.ShapedArray(tuple(lead) + (m,) + tuple(X.shape[nb + 1:]), dtype)
+
+
+def _flip(trans: str) -> str:
+    return "T" if trans == "N" else "N"
+
+
+def _values_ct(ct, values, X, *, pattern, trans, nbatch):
+    """values̄ for Y = op(A) X: Σⱼ Ȳ[r, j] X[c, j] (N) or Σⱼ Ȳ[c, j] X[r, j] (T)."""
+    aval = values.aval
+    rows, cols = index32(pattern.rows), index32(pattern.indices)
+    nb = nbatch
+    if nb == 0:
+        U, V = (ct, X) if trans == "N" else (X, ct)
+        out = sddmm(U, V, rows, cols, conj_v=False)
+    else:
+        ri, ci = (rows, cols) if trans == "N" else (cols, rows)
+        a, b = jnp.take(ct, ri, axis=nb), jnp.take(X, ci, axis=nb)
+        prod = a * b
+        out = prod if prod.ndim == nb + 1 else jnp.sum(prod, axis=-1)
+    return _real_if(sum_to_shape(out, aval.shape), aval.dtype)
+
+
+def _x_ct(ct, values, X, *, pattern, trans, nbatch):
+    aval = X.aval
+    out = spmm_p.bind(values, ct, pattern=pattern, trans=_flip(trans), nbatch=nbatch)
+    return _real_if(sum_to_shape(out, aval.shape), aval.dtype)
+
+
+spmm_p.def_impl(_spmm_impl)
+spmm_p.def_abstract_eval(_spmm_abstract)
+ad.defbilinear(spmm_p, _values_ct, _x_ct)
+mlir.register_lowering(spmm_p, mlir.lower_fun(_spmm_impl, multiple_results=False))
+
+
+def align_batch(args, dims):
+    """Move every batched operand's vmap axis to the front; give unbatched ones a size-1 axis."""
+    out = []
+    for a, d in zip(args, dims):
+        if d is None:
+            out.append(jnp.expand_dims(a, 0))
+        else:
+            out.append(jnp.moveaxis(a, d, 0) if d != 0 else a)
+    return out
+
+
+def _spmm_batch(args, dims, *, pattern, trans, nbatch):
+    values, X = align_batch(args, dims)
+    return spmm_p.bind(values, X, pattern=pattern, trans=trans, nbatch=nbatch + 1), 0
+
+
+batching.primitive_batchers[spmm_p] = _spmm_batch
