@@ -293,15 +293,20 @@ def run_one(solver: str, variant: str, nx: int, steps: int) -> dict:
 
 
 # ----- the driver --------------------------------------------------------------------------------
-def _child(solver: str, variant: str, nx: int, steps: int, timeout: float) -> dict:
+def _child(solver: str, variant: str, nx: int, steps: int, timeout: float,
+           threads: int | None = None) -> dict:
     code = ("import json, sys; sys.path.insert(0, 'benchmarks'); from loop import run_one; "
             f"print('@@' + json.dumps(run_one({solver!r}, {variant!r}, {nx}, {steps})))")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     row = {"method": f"{solver}: {variant}", "solver": solver, "variant": variant,
            "n": nx * (nx + 1), "steps": steps}
+    env = dict(os.environ)
+    if threads:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(threads)
     try:
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout, cwd=root)
+                           timeout=timeout, cwd=root, env=env)
     except subprocess.TimeoutExpired:
         return {**row, "skipped": f"timed out after {timeout:.0f} s"}
     for line in p.stdout.splitlines():
@@ -316,10 +321,11 @@ def _variants(solver: str) -> tuple:
 
 
 def run(sizes=(400,), steps: int = 10, solvers=SOLVERS, repeat: int = 2,
-        timeout: float = 900.0, progress=None) -> list[dict]:
+        timeout: float = 900.0, progress=None, threads: int | None = None) -> list[dict]:
     """The loop table: one row per (size, solver, variant), best of ``repeat`` interleaved runs,
     each in a fresh subprocess. ``ratio_to_best_hand``: time / best hand-written loop of the same
-    solver (Auto: / fresh CHOLMOD); ``target_ratio``: 1.05 (Auto: 0.7)."""
+    solver (Auto: / fresh CHOLMOD); ``target_ratio``: 1.05 (Auto: 0.7). ``threads``: BLAS /
+    OpenMP / MKL threads of every child (None: the environment's)."""
     rows = []
     for nx in sizes:
         best: dict = {}
@@ -329,8 +335,9 @@ def run(sizes=(400,), steps: int = 10, solvers=SOLVERS, repeat: int = 2,
             for i, (s, v) in enumerate(order):
                 if progress:
                     progress(f"nx={nx} rep {rep + 1}/{repeat} {s}: {v}")
-                r = _child(s, v, nx, steps, timeout)
+                r = _child(s, v, nx, steps, timeout, threads)
                 r["load_avg"] = os.getloadavg()[0]
+                r["threads"] = threads
                 key = (s, v)
                 if key not in best or ("time_s" in r and r["time_s"] < best[key].get(
                         "time_s", float("inf"))):
@@ -378,10 +385,12 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--solvers", nargs="+", choices=SOLVERS, default=list(SOLVERS))
+    ap.add_argument("--threads", type=int, default=0,
+                    help="BLAS/OpenMP/MKL threads per child (0: the environment's)")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    rows = run(args.sizes, args.steps, args.solvers, args.repeat,
+    rows = run(args.sizes, args.steps, args.solvers, args.repeat, threads=args.threads or None,
                progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
                                         flush=True))
     print(format_rows(rows))

@@ -40,7 +40,7 @@ def hpd(n=64, dtype=np.float64, seed=1):
     """Hermitian positive definite (complex: genuinely complex Hermitian)."""
     A = pyamg.gallery.poisson((int(np.sqrt(n)),) * 2, format="csr").astype(np.float64)
     if np.dtype(dtype).kind == "c":
-        E = sp.random(*A.shape, 0.05, random_state=seed) * 0.1j
+        E = sp.random(*A.shape, 3.0 / A.shape[0], random_state=seed) * 0.1j  # |E| rows <~ 0.3
         A = A + E + E.conj().T
     return sp.csr_array(A).astype(dtype)
 
