@@ -395,11 +395,12 @@ class LinearOperator(abc.ABC):
         # X @ A = (Aᵀ Xᵀ)ᵀ: the plain transpose, no conjugation, exactly as for a matrix
         if not is_array(other):
             return NotImplemented
+        rows = _local(self)[0]
         if other.ndim == 1:
-            if other.shape[0] != self.shape[0]:
+            if other.shape[0] != rows:
                 raise ShapeError(f"x @ A with x.shape={tuple(other.shape)} but A.shape={self.shape}")
             return self.T.matvec(other)
-        if other.ndim != 2 or other.shape[1] != self.shape[0]:
+        if other.ndim != 2 or other.shape[1] != rows:
             raise ShapeError(f"X @ A with X.shape={tuple(other.shape)} but A.shape={self.shape}")
         return self.T.matmat(other.T).T
 
@@ -469,8 +470,14 @@ def _is_scalar(c) -> bool:
     return is_array(c) and getattr(c, "ndim", 1) == 0
 
 
+def _local(A: LinearOperator) -> tuple[int, int]:
+    """The shape of the part of A this process holds (distributed operators set
+    ``local_shape``; arrays applied to them are each process's owned slice)."""
+    return getattr(A, "local_shape", A.shape)
+
+
 def _check_apply(A: LinearOperator, X, ndim: int) -> None:
-    if not is_array(X) or X.ndim != ndim or X.shape[0] != A.shape[1]:
+    if not is_array(X) or X.ndim != ndim or X.shape[0] != _local(A)[1]:
         shape = tuple(getattr(X, "shape", ())) if is_array(X) else type(X).__name__
         raise ShapeError(f"A @ X with A.shape={A.shape} but X.shape={shape}")
 

@@ -132,24 +132,6 @@ class PETScMatrix(LinearOperator):
         x.destroy(), y.destroy()
         return out
 
-    # The base class checks arrays against the GLOBAL shape; a rank holds its owned slice.
-    def apply(self, X):
-        if getattr(X, "ndim", None) == 1:
-            return self.matvec(X)
-        return self.matmat(X)
-
-    def matvec(self, x):
-        if getattr(x, "ndim", None) != 1:
-            raise ShapeError(f"matvec needs a 1-D owned slice of length {self.local_shape[1]}, "
-                             f"got shape={getattr(x, 'shape', type(x).__name__)}")
-        return self.matmat(np.asarray(x)[:, None])[:, 0]
-
-    def __rmatmul__(self, other):
-        if not hasattr(other, "ndim") or other.ndim not in (1, 2):
-            return NotImplemented
-        AT = conjugate(self.adjoint())
-        return AT.matvec(other) if other.ndim == 1 else AT.matmat(np.asarray(other).T).T
-
     def adjoint(self) -> "PETScMatrix":
         return PETScMatrix(self.mat, not self.conjugate_transposed, self.base_key, self.state)
 

@@ -36,3 +36,4 @@ from ._precond import Jacobi as Jacobi
 from ._problem import LinearProblem as LinearProblem
 from ._woodbury import Woodbury as Woodbury
 from ._petsc import PETSc as PETSc
+from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError

@@ -65,6 +65,17 @@ TRANSPOSE_TABLE: dict[tuple[str, str, str | None], tuple[str, str]] = {
 }
 
 
+# Components whose transposed solve is wrong or crashes in every combination measured: never run
+# it (not even the one random check at setup — hypre's overwrites its right-hand side, ML's
+# segfaults, so a check could corrupt the process); adjoints go through an explicit Aᵀ instead.
+BAD_COMPONENTS: dict[str, str] = {
+    "superlu_dist": "wrong transposed solutions (0.82 / 1.2 relative residual)",
+    "hypre": "wrong transposed solutions (returns 0 and overwrites b)",
+    "sor": "no transposed SOR (PETSc error 56)",
+    "ml": "segmentation fault in the transposed solve",
+}
+
+
 class TransposeNotSupportedError(BackendNotSupported):
     """A transposed/adjoint solve was asked of a PETSc combination whose transposed solve is
     known to be wrong or missing, with ``route_transpose=False``."""
@@ -151,6 +162,13 @@ class PETSc:
         return self.ksp_type != "preonly"
 
     def setup(self, A, prob=None) -> "_PETScFactor":
+        if self.factor_solver_type == "superlu_dist" and \
+                tuple(_lib().Sys.getVersion()[:2]) == TABLE_VERSION:
+            raise BackendNotSupported(
+                "SuperLU_dist in PETSc 3.18 returns wrong transposed solves (relative residual "
+                "0.82 / 1.2) and a second SuperLU_dist factorization in the same process corrupts "
+                "the heap (malloc aborts at exit, in plain petsc4py too): use "
+                "factor_solver_type='mumps', which is verified for adjoint solves")
         return _PETScFactor(self, _as_petsc_operator(A), prob)
 
 
@@ -161,7 +179,7 @@ def _optval(v) -> str:
 
 
 def _as_petsc_operator(A):
-    from linops._petsc import PETScMatrix
+    from linops.petsc import PETScMatrix
 
     A = lo.aslinop(A)
     if isinstance(A, PETScMatrix):
@@ -186,7 +204,7 @@ def _setup_error(e, spec, what: str) -> Exception:
         return BackendNotSupported(
             f"{what}: PETSc has no '{spec.factor_solver_type}' factorization for this matrix "
             f"(error 92); {sorted(SEQUENTIAL_FACTOR)} run on ONE rank only: use "
-            f"factor_solver_type='mumps' (or 'superlu_dist') in parallel")
+            f"factor_solver_type='mumps' in parallel")
     if code in (71, 81, 76):
         return SingularMatrixError(
             f"{what} with {combo} failed (PETSc error {code}: zero pivot or the factorization "
@@ -311,6 +329,9 @@ class _PETScFactor:
             return "forward", f"{spec.ksp_type}/{spec.pc_type} needs a symmetric A: Aᵀ solves are forward solves"
         if self.symmetric:
             return "forward", "A is symmetric (flagged or hinted): Aᵀ solves are forward solves"
+        bad = [c for c in (spec.pc_type, spec.factor_solver_type) if c in BAD_COMPONENTS]
+        if bad:
+            return self._bad(f"{bad[0]}: {BAD_COMPONENTS[bad[0]]}, whatever the options")
         key = (spec.ksp_type, spec.pc_type, spec.factor_solver_type)
         entry = TRANSPOSE_TABLE.get(key)
         tuned = any(k.startswith(("pc_", "mat_")) for k, _ in spec.options)
