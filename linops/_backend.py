@@ -185,11 +185,22 @@ class Backend:
                    M=None, restart: int | None = None, history: list | None = None):
         """One run of this backend's Krylov ``method`` ('cg', 'gmres', 'bicgstab', 'minres').
 
-        ``op`` and ``M`` (preconditioner, or None) are linops operators; ``maxiter`` is passed
-        as the module counts it (GMRES: restart cycles). Returns (x, info, iterations) with
-        scipy's ``info`` (0 converged, > 0 not converged, < 0 breakdown), or None where the
-        module reports no flag. GMRES appends its preconditioned residual norms to ``history``.
+        ``op`` and ``M`` (preconditioner, or None) are linops operators; ``maxiter`` counts
+        iterations (for GMRES: whole cycles of ``restart`` iterations, then one shorter cycle
+        for the remainder, so that exactly ``maxiter`` products are allowed). Returns (x, info,
+        iterations) with scipy's ``info`` (0 converged, > 0 not converged, < 0 breakdown), or
+        None where the module reports no flag. GMRES appends its preconditioned residual norms
+        to ``history``.
         """
+        if method == "gmres" and maxiter > restart and maxiter % restart:
+            kw = dict(rtol=rtol, atol=atol, M=M, history=history)
+            x, info, its = self.run_krylov(method, op, b, x0=x0, restart=restart,
+                                           maxiter=maxiter - maxiter % restart, **kw)
+            if info == 0:
+                return x, info, its
+            x, info, more = self.run_krylov(method, op, b, x0=x, restart=maxiter % restart,
+                                            maxiter=maxiter % restart, **kw)
+            return x, info, its + more
         self.require(method, method.upper())
         fn = getattr(self._krylov_module, method)
         count = [0]
@@ -197,8 +208,8 @@ class Backend:
         def tick(*_):
             count[0] += 1
 
-        kw = dict(x0=x0, maxiter=maxiter, callback=tick,
-                  M=self._krylov_operator(M) if M is not None else None)
+        kw = dict(x0=x0, maxiter=maxiter if method != "gmres" else maxiter // restart,
+                  callback=tick, M=self._krylov_operator(M) if M is not None else None)
         if method == "gmres":
             def pr_norm(res):
                 if history is not None:
@@ -412,13 +423,17 @@ class _Jax(Backend):
         accelerator: jax.scipy.sparse.linalg, compiled once per operator structure (operators
         are pytrees), which reports no convergence flag (info None) nor iteration count."""
         self.require(method, method.upper())
+        if method == "gmres" and maxiter > restart and maxiter % restart:
+            return Backend.run_krylov(self, method, op, b, x0=x0, rtol=rtol, atol=atol,
+                                      maxiter=maxiter, M=M, restart=restart, history=history)
         if _on_cpu(b):
             x, info, its = _TABLE["numpy"].run_krylov(
                 method, op, self.to_host(b), x0=None if x0 is None else self.to_host(x0),
                 rtol=rtol, atol=atol, maxiter=maxiter, M=M, restart=restart, history=history)
             return self.from_host(x), info, its
-        x = _jax_krylov()(op, M, b, x0, rtol, atol, method=method, maxiter=int(maxiter),
-                          restart=int(restart or 20))
+        x = _jax_krylov()(op, M, b, x0, rtol, atol, method=method,
+                          maxiter=int(maxiter // restart if method == "gmres" else maxiter),
+                          restart=int(restart))
         return x, None, 0
 
 

@@ -382,14 +382,32 @@ class LinearOperator(abc.ABC):
         _check_apply(self, X, 2)
         return self.matmat(X)
 
-    def __matmul__(self, other):
-        if isinstance(other, LinearOperator):
-            from ._algebra import compose
+    def __array__(self, dtype=None, copy=None):
+        # numpy (and scipy's LinearOperator.dot) would otherwise wrap an operator as a 0-d
+        # object array and fail later with an unrelated message
+        raise TypeError(f"a linops operator ({type(self).__name__}, shape={self.shape}) is not "
+                        f"an array: use lo.to_dense(A) for its entries, or compose from the "
+                        f"linops side (lo.aslinop(scipy_op) @ A)")
 
-            return compose(self, other)
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling and ``copy.deepcopy``: the restored arrays are frozen again, so a copy of
+        an operator keeps the snapshot rule (its arrays cannot be edited in place)."""
+        from ._backend import backend_of
+
+        for k, v in state.items():
+            if is_array(v):
+                v = backend_of(v).freeze(v)
+            object.__setattr__(self, k, v)
+
+    def __matmul__(self, other):
         if is_array(other):
             return self.apply(other)
-        return NotImplemented
+        other = _as_operand(other)
+        if other is None:
+            return NotImplemented
+        from ._algebra import compose
+
+        return compose(self, other)
 
     def __rmatmul__(self, other):
         # X @ A = (Aᵀ Xᵀ)ᵀ: the plain transpose, no conjugation, exactly as for a matrix
@@ -406,29 +424,23 @@ class LinearOperator(abc.ABC):
 
     def __add__(self, other):
         from ._algebra import add
-        from ._convert import aslinop
 
-        if isinstance(other, LinearOperator) or is_array(other):
-            return add(self, aslinop(other))
-        return NotImplemented
+        other = _as_operand(other, self, "+")
+        return NotImplemented if other is None else add(self, other)
 
     def __radd__(self, other):
         from ._algebra import add
-        from ._convert import aslinop
 
-        if is_array(other):
-            return add(aslinop(other), self)
-        return NotImplemented
+        other = _as_operand(other, self, "+")
+        return NotImplemented if other is None else add(other, self)
 
     def __sub__(self, other):
-        if isinstance(other, LinearOperator) or is_array(other):
-            return self + (-1) * (other if isinstance(other, LinearOperator) else _dense(other))
-        return NotImplemented
+        other = _as_operand(other, self, "-")
+        return NotImplemented if other is None else self + (-1) * other
 
     def __rsub__(self, other):
-        if is_array(other):
-            return _dense(other) + (-1) * self
-        return NotImplemented
+        other = _as_operand(other, self, "-")
+        return NotImplemented if other is None else other + (-1) * self
 
     def __mul__(self, c):
         from ._algebra import scale
@@ -455,6 +467,27 @@ class LinearOperator(abc.ABC):
     def __repr__(self) -> str:
         m, n = self.shape
         return f"{type(self).__name__}(shape=({m}, {n}), dtype={np.dtype(self.dtype).name})"
+
+
+def _as_operand(other, A: "LinearOperator | None" = None, op: str = "@"):
+    """``other`` as an operator for ``A op other``, or None (NotImplemented) when it is not one.
+
+    Anything ``aslinop`` wraps takes part (scipy sparse matrices and LinearOperators, duck-typed
+    operators), so ``A @ scipy_matrix`` composes lazily. An array that is not 2-D cannot be
+    added to an operator: ShapeError naming both shapes."""
+    if isinstance(other, LinearOperator):
+        return other
+    if is_array(other):
+        if other.ndim != 2 and A is not None:
+            raise ShapeError(f"A {op} B with A.shape={A.shape} but B.shape={tuple(other.shape)} "
+                             f"(an operator combines with 2-D arrays only)")
+    from ._convert import aslinop
+    from ._errors import UnsupportedOperandError
+
+    try:
+        return aslinop(other)
+    except UnsupportedOperandError:
+        return None
 
 
 def _dense(a):

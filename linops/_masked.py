@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ._backend import backend_of, to_numpy
-from ._base import LinearOperator, _set, conj, operator, seal, snapshot
+from ._base import LinearOperator, _set, conj, is_array, operator, seal, snapshot
 from ._errors import ShapeError
 from ._pattern import Pattern
 from ._queries import _inner, _sample, _to_dense, conjugate
@@ -70,6 +70,11 @@ class MaskedOuter(LinearOperator):
 
     def __post_init__(self):
         U, V = snapshot(self.U), snapshot(self.V)
+        for name, x in (("U", U), ("V", V)):
+            if not is_array(x) or x.ndim not in (1, 2):
+                raise ShapeError(f"MaskedOuter needs 1-D or 2-D arrays U and V, got {name} of "
+                                 f"type {type(x).__name__} with shape "
+                                 f"{tuple(getattr(x, 'shape', ()))}")
         if U.ndim == 1:
             U = U[:, None]
         if V.ndim == 1:

@@ -80,9 +80,11 @@ class MatrixFree(LinearOperator):
     def from_scipy(cls, L) -> "MatrixFree":
         """Wrap a ``scipy.sparse.linalg.LinearOperator`` through its matmat and rmatmat.
 
-        scipy derives rmatmat from rmatvec when only that was given. An operator defined by
-        matvec alone has no adjoint, but wraps without complaint: applying its ``.H`` then
-        fails inside scipy (a TypeError). ``aslinop`` calls this for scipy operators.
+        Operators that implement only ``_matvec`` (scipy's default ``_matmat`` loops over
+        columns, and many user operators — PyLops' included — expect 1-D input) are applied a
+        column at a time through ``matvec``; those with their own ``_matmat`` get whole blocks.
+        An operator defined by matvec alone has no adjoint: ``.H`` then raises
+        NotImplementedError naming what to add. ``aslinop`` calls this for scipy operators.
 
         Examples
         --------
@@ -91,7 +93,20 @@ class MatrixFree(LinearOperator):
         >>> F @ np.ones(2), lo.diagonal(F)
         (array([2., 3.]), array([2., 3.]))
         """
-        return cls(L.shape, L.dtype, L.matmat, L.rmatmat)
+        from scipy.sparse.linalg import LinearOperator as Base
+
+        def pick(block: str, vec: str):
+            own = getattr(type(L), f"_{block}") is not getattr(Base, f"_{block}")
+            custom = getattr(L, f"_CustomLinearOperator__{block}_impl", None)
+            if own and (custom is not None or not hasattr(L, f"_CustomLinearOperator__{block}_impl")):
+                return getattr(L, block)
+            return lambda X: _columnwise(getattr(L, vec), X)
+
+        has_adjoint = (getattr(L, "_CustomLinearOperator__rmatvec_impl", None) is not None
+                       or getattr(L, "_CustomLinearOperator__rmatmat_impl", None) is not None
+                       or not hasattr(L, "_CustomLinearOperator__rmatvec_impl"))
+        return cls(L.shape, L.dtype, pick("matmat", "matvec"),
+                   pick("rmatmat", "rmatvec") if has_adjoint else None)
 
     @classmethod
     def from_duck(cls, op) -> "MatrixFree":
@@ -151,8 +166,8 @@ class MatrixFree(LinearOperator):
         """
         if self.frmatmat is None:
             raise NotImplementedError(
-                "this MatrixFree operator was built without rmatmat, so its adjoint is unknown; "
-                "pass rmatmat=... (X ↦ Aᴴ X)")
+                "this MatrixFree operator was built without frmatmat, so its adjoint is unknown; "
+                "pass frmatmat=... (X ↦ Aᴴ X), or rmatvec=... to the scipy LinearOperator")
         return MatrixFree((self.shape[1], self.shape[0]), self.dtype, self.frmatmat,
                           self.fmatmat, self.conjugated)
 

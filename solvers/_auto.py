@@ -92,6 +92,10 @@ class DiagonalSolve:
     conj(d). A zero diagonal entry raises SingularMatrixError naming it."""
 
     def setup(self, A, prob):
+        if not isinstance(A, (lo.Diagonal, lo.Identity)):
+            raise TypeError(f"DiagonalSolve needs a lo.Diagonal or lo.Identity operator, got "
+                            f"{type(A).__name__}; wrap the diagonal with lo.Diagonal(d) or use "
+                            f"sv.LU()")
         return _DiagonalFactor(A)
 
 

@@ -276,7 +276,13 @@ class _Cholmod:
         except cholmod.CholmodNotPositiveDefiniteError as e:
             raise SingularMatrixError(f"CHOLMOD: {e}: the matrix is singular or not positive "
                                       f"definite; use LU for indefinite matrices") from None
-        _pivot_check(self.factor.D(), self.out_dtype, pivot_rtol, "CHOLMOD")
+        D = np.real(self.factor.D())
+        _pivot_check(D, self.out_dtype, pivot_rtol, "CHOLMOD")  # singular: a tiny pivot first
+        if D.size and D.min() <= 0:  # a simplicial LDLᵀ "succeeds" on indefinite matrices
+            k = int(np.argmin(D))
+            raise SingularMatrixError(f"CHOLMOD: the matrix is not positive definite (pivot {k} "
+                                      f"of LDLᵀ is {D[k]:.3g} <= 0); use sv.LU() for indefinite "
+                                      f"or negative definite matrices")
         self.iterations = 0
 
     def solve(self, B, trans: str):

@@ -13,8 +13,10 @@ Acceptance policy (what a returned iterate means)
 4. The result is **accepted** with ``Status.SUCCESS`` when r ≤ tol, and with
    ``Status.ACCURACY_LIMIT`` when r is within the attainable accuracy of the arithmetic,
    r ≤ c·√n·eps·(‖|A||x|‖ + ‖b‖) (c = ``ATTAINABLE``): rounding alone produces residuals of that
-   size, so no iterate can do better in this precision — provided also r ≤ √eps·‖b‖, so that an
-   iterate that blew up (singular or inconsistent systems) is never accepted. Anything else raises
+   size, so no iterate can do better in this precision — provided also r ≤ √eps·‖b‖, or, for
+   badly scaled systems where even that is out of reach, one more run from x leaves x unchanged
+   to √eps (a settled iterate; an iterate that blows up on a singular or inconsistent system keeps
+   moving and is never accepted). Anything else raises
    :class:`ConvergenceError` with ``Status.MAX_ITERATIONS`` (the method ran out of iterations)
    or ``Status.STAGNATION`` (it claimed convergence, the true residual disagrees and restarts
    do not help) — never a silently wrong iterate.
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 
 import linops as lo
-from linops.internals import to_numpy
+from linops.internals import is_array, to_numpy
 
 from ._backend import backend_of_problem, default_rtol, eps, precision, split_complex
 from ._errors import ConvergenceError, Status
@@ -52,6 +54,15 @@ def default_maxiter(n: int) -> int:
 
 
 def _check_spec(spec) -> None:
+    if spec.atol is None:  # as scipy: None means the default (no absolute floor)
+        object.__setattr__(spec, "atol", 0.0)
+    x0 = getattr(spec, "x0", None)
+    if x0 is not None:
+        if isinstance(x0, (list, tuple)):
+            object.__setattr__(spec, "x0", np.asarray(x0))
+        elif not is_array(x0):
+            raise TypeError(f"{type(spec).__name__}: x0 must be None or an array of shape (n,), "
+                            f"got {type(x0).__name__} {x0!r}")
     for name in ("rtol", "atol"):
         v = getattr(spec, name)
         if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -227,26 +238,41 @@ class _IterativeFactor:
         if r <= tol:
             statuses.append(Status.SUCCESS)
             return x
-        limit = self._attainable(op, x, Ax, bnorm)
-        if r <= limit:
+        rounding = self._rounding(op, x, Ax, bnorm)
+        if r <= rounding and (r <= math.sqrt(eps(self.dtype)) * bnorm
+                              or self._settled(op, trans, b, x, rtol)):
             statuses.append(Status.ACCURACY_LIMIT)
             return x
         status = {"converged": Status.STAGNATION, "breakdown": Status.BREAKDOWN}.get(
             outcome, Status.MAX_ITERATIONS)
+        limit = min(rounding, math.sqrt(eps(self.dtype)) * bnorm)
         raise ConvergenceError(
             f"{name} stopped with relative residual {r / bnorm:.3g} > rtol={rtol:g} "
             f"(atol={spec.atol:g}; attainable in this precision ≈ {limit / bnorm:.2g}); "
             f"{status.message}", self.history, x, status)
 
-    def _attainable(self, op, x, Ax, bnorm) -> float:
-        """min(c·√n·eps·(‖|A||x|‖ + ‖b‖), √eps·‖b‖): the size of residual that rounding alone
-        produces, capped so that an iterate that has blown up (singular or inconsistent
-        systems make ‖x‖ and with it the rounding bound huge) is never accepted."""
+    def _rounding(self, op, x, Ax, bnorm) -> float:
+        """c·√n·eps·(‖|A||x|‖ + ‖b‖): the size of residual that rounding alone produces."""
         xp = self.be.xp
         absAx = _abs_product(op, x)
         ax = float(xp.linalg.norm(absAx)) if absAx is not None else float(xp.linalg.norm(Ax))
-        e = eps(self.dtype)
-        return min(ATTAINABLE * math.sqrt(op.shape[0]) * e * (ax + bnorm), math.sqrt(e) * bnorm)
+        return ATTAINABLE * math.sqrt(op.shape[0]) * eps(self.dtype) * (ax + bnorm)
+
+    def _attainable(self, op, x, Ax, bnorm) -> float:
+        """The residual below which restarting cannot help: the rounding level, capped at
+        √eps·‖b‖ (above the cap ``_settled`` decides)."""
+        return min(self._rounding(op, x, Ax, bnorm), math.sqrt(eps(self.dtype)) * bnorm)
+
+    def _settled(self, op, trans, b, x, rtol) -> bool:
+        """A residual at the rounding level but above √eps·‖b‖ happens for badly scaled
+        systems (rows scaled by 10^±8: LinearSolve.jl #476) and for diverging iterates of
+        singular or inconsistent ones. They differ in whether x is a fixed point: one more run
+        from x moves a settled iterate by rounding only (|δ| ≲ |A⁻¹| eps |A| |x|), while a
+        diverging one keeps growing. Accept when the move is below √eps·‖x‖."""
+        xp = self.be.xp
+        x2, _ = self._run(op, trans, b, x, rtol, [])
+        move, size = float(xp.linalg.norm(x2 - x)), float(xp.linalg.norm(x))
+        return bool(np.isfinite(move) and move <= math.sqrt(eps(self.dtype)) * size)
 
     def _run(self, op, trans, b, x0, rtol, history):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -317,12 +343,20 @@ class _KrylovFactor(_AMGTracked, _IterativeFactor):
                 M = MH
             else:  # the exact adjoint of the left-preconditioned forward operator: Aᴴ Mᴴ
                 right, M, op, x0 = MH, None, op @ MH, None
-        restart = min(getattr(spec, "restart", n), n)
         maxiter = spec.maxiter or default_maxiter(n)
-        x, info, its = self.be.run_krylov(
-            spec.method, op, b, x0=x0, rtol=rtol, atol=spec.atol, M=M, restart=restart,
-            maxiter=max(1, math.ceil(maxiter / restart)) if spec.method == "gmres" else maxiter,
-            history=history)
+        restart = min(getattr(spec, "restart", n), n, maxiter)
+        try:
+            x, info, its = self.be.run_krylov(spec.method, op, b, x0=x0, rtol=rtol,
+                                              atol=spec.atol, M=M, restart=restart,
+                                              maxiter=maxiter, history=history)
+        except ValueError as e:  # scipy's MINRES refuses an indefinite preconditioner
+            if "indefinite" not in str(e):
+                raise
+            raise ConvergenceError(
+                f"{type(spec).__name__}: {e}: {spec.method.upper()} needs a Hermitian positive "
+                f"definite preconditioner (Jacobi of a matrix with a non-positive diagonal is "
+                f"not); use sv.GMRES(precond=...) or no preconditioner; "
+                f"{Status.BREAKDOWN.message}", history, None, Status.BREAKDOWN) from None
         self.iterations += its
         if right is not None:
             x = right @ x

@@ -58,13 +58,18 @@ class LinearProblem:
 
 
 def _as_inexact(A: lo.LinearOperator) -> lo.LinearOperator:
-    """Integer/boolean Dense and Sparse operators in float64 (others must be inexact)."""
+    """Integer/boolean Dense, Sparse, Diagonal and Identity operators in float64 (others must be
+    inexact)."""
     if np.dtype(A.dtype).kind in "fc":
         return A
     if isinstance(A, lo.Dense):
         return lo.Dense(A.a.astype(np.float64))
     if isinstance(A, lo.Sparse):
         return lo.Sparse(A.values.astype(np.float64), A.pattern)
+    if isinstance(A, lo.Diagonal):
+        return lo.Diagonal(A.d.astype(np.float64))
+    if isinstance(A, lo.Identity):
+        return lo.Identity(A.n, dtype=np.float64)
     raise TypeError(f"A has dtype {A.dtype}; linear solves need a floating or complex operator")
 
 

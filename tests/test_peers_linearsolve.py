@@ -297,9 +297,6 @@ def test_integer_matrices_and_other_integer_like_rhs():
     assert_allclose(u32, RES206, rtol=1e-3)
 
 
-@pytest.mark.xfail(strict=True, reason="an integer lo.Diagonal is refused (TypeError 'A has dtype "
-                                       "int64') though LinearProblem says integer matrices are "
-                                       "solved in float64 (Dense and Sparse are)")
 def test_integer_diagonal():
     # ports basictests.jl #206 "integer A": Diagonal([2, 4, 5, 8]) \ b
     sol = sv.solve(sv.LinearProblem(lo.Diagonal(np.array([2, 4, 5, 8])), B206))
@@ -625,11 +622,6 @@ def _issue476(m, seed=476):
     return A, rng.random(m)
 
 
-@pytest.mark.xfail(strict=True, reason="GMRES + Jacobi on diag(10^linspace(-8,8))·(R + mI) with "
-                                       "b = rand(m) raises ConvergenceError(MAX_ITERATIONS) "
-                                       "although the iterate is exact to 1e-14: the true residual "
-                                       "of any solution is ~1e-3·‖b‖ (LAPACK's too) and the "
-                                       "attainable-accuracy cap sqrt(eps)·‖b‖ refuses it")
 @pytest.mark.parametrize("m", [64, 128])
 def test_issue_476_preconditioner_in_the_adjoint(m):
     # ports adjoint.jl "Preconditioners carry over to the adjoint solve (#476)" verbatim:

@@ -112,10 +112,6 @@ class _SpDiag(ScipyLO):
         return x * self.x
 
 
-@pytest.mark.xfail(strict=True, reason="lo.aslinop(scipy LinearOperator with a 1-D-only _matvec) "
-                                       "routes A @ x through matmat with (n, 1) columns: "
-                                       "ValueError 'cannot reshape array of size 25 into shape "
-                                       "(5,1)' where scipy's own A @ x works")
 def test_scipyop_wrapped():
     # ports pylops test_linearoperator.py::test_scipyop (sum and product with a scipy operator;
     # our route: wrap it with lo.aslinop first)
@@ -128,9 +124,6 @@ def test_scipyop_wrapped():
     assert_array_equal((Dop @ W) @ np.ones(5), 2 * np.ones(5))
 
 
-@pytest.mark.xfail(strict=True, reason="op @ scipy LinearOperator raises scipy's internal "
-                                       "ValueError ('expected 1-d or 2-d array ... dtype=object') "
-                                       "instead of composing (aslinop accepts it) or a TypeError")
 def test_scipyop_direct_mixing():
     # ports pylops test_linearoperator.py::test_scipyop without the explicit wrap: PyLops
     # composes; ours must compose correctly or refuse with a TypeError — never scipy internals
