@@ -27,5 +27,5 @@ def test_x64_off_suite_passes_in_a_fresh_interpreter():
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-6000:]
     m = re.search(r"(\d+) passed", out)
-    assert m and int(m.group(1)) >= 15, out[-3000:]
-    assert "failed" not in out.split("short test summary")[-1].lower() or " 0 failed" in out
+    assert m and int(m.group(1)) >= 15, out[-3000:]    # they really ran
+    assert not re.search(r"\d+ failed", out), out[-3000:]
