@@ -104,6 +104,17 @@ class Pattern:
 
     # ----- constructors -------------------------------------------------------------------------
     @classmethod
+    def _trusted(cls, indptr, indices, shape) -> "Pattern":
+        """A pattern this module computed itself (already canonical): no validation pass."""
+        p = object.__new__(cls)
+        for name, a in (("indptr", indptr), ("indices", indices)):
+            a = np.array(a, dtype=np.int64, copy=True)
+            a.setflags(write=False)
+            object.__setattr__(p, name, a)
+        object.__setattr__(p, "shape", (int(shape[0]), int(shape[1])))
+        return p
+
+    @classmethod
     def from_coo(cls, rows, cols, shape) -> "Pattern":
         """The canonical pattern of the positions (rows[k], cols[k]), in any order.
 
@@ -242,14 +253,16 @@ class Pattern:
     def _transpose(self) -> tuple["Pattern", np.ndarray]:
         # a stable sort by (column, row) lists the entries in the transpose's CSR order; the
         # sort order itself is the gather from our values to the transpose's
+        # (scipy's CSR -> CSC conversion is that stable counting sort, O(nnz + n) in C; its
+        # data, the entry numbers, come out as the gather)
+        import scipy.sparse as sp
+
         m, n = self.shape
-        order = np.lexsort((self.rows, self.indices))  # by column, then row
-        cols = self.indices[order]
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(cols, minlength=n), out=indptr[1:])
-        perm = order.copy()
+        numbers = np.arange(self.nnz, dtype=np.int64)
+        C = sp.csr_matrix((numbers, self.indices, self.indptr), shape=self.shape).tocsc()
+        perm = np.asarray(C.data, dtype=np.int64)
         perm.setflags(write=False)
-        return Pattern(indptr, self.rows[order], (n, m)), perm
+        return Pattern._trusted(C.indptr, C.indices, (n, m)), perm
 
     def on(self, be, name: str):
         """Index array ``name`` ('indptr', 'indices', 'rows' or 'perm_T') for backend ``be``.

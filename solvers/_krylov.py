@@ -206,7 +206,11 @@ class _IterativeFactor:
             return xp.zeros_like(b)
         rtol = default_rtol(self.dtype) if spec.rtol is None else spec.rtol
         tol = max(rtol * bnorm, spec.atol)
-        op = self.A if trans == "N" else self.A.adjoint()
+        # the operator of the residual checks (Aᴴ for adjoint solves, applied without forming
+        # a transposed pattern) and the one the method runs on: a method that needs a Hermitian
+        # A runs on A itself, and the residual with the true Aᴴ catches an A that is not
+        op = self.A if trans == "N" else _adjoint_operator(self.A)
+        run_op = self.A if trans == "N" or self.hermitian_method else op
         x0 = spec.x0 if trans == "N" and spec.x0 is not None else None
         if x0 is not None:
             x0 = self.be.xp.asarray(x0)
@@ -214,7 +218,8 @@ class _IterativeFactor:
         inner = rtol
         best = None  # (r, x, Ax, outcome) of the best iterate so far
         for _ in range(1 + RESTARTS):
-            x, outcome = self._run(op, trans, b, x0 if best is None else best[1], inner, history)
+            x, outcome = self._run(run_op, trans, b, x0 if best is None else best[1], inner,
+                                   history)
             Ax = op @ x
             r = float(xp.linalg.norm(b - Ax))
             if not np.isfinite(r):
@@ -225,7 +230,7 @@ class _IterativeFactor:
             # restart only when the method claimed a convergence that the true residual denies,
             # above the attainable accuracy, and the previous restart helped
             if (best[0] <= tol or outcome != "converged" or not improved
-                    or best[0] <= self._attainable(op, best[1], best[2], bnorm)):
+                    or best[0] <= self._attainable(trans, best[1], best[2], bnorm)):
                 break
             inner = max(inner * 0.5 * tol / best[0], eps(self.dtype))  # ask for what is missing
         name = type(spec).__name__
@@ -238,9 +243,9 @@ class _IterativeFactor:
         if r <= tol:
             statuses.append(Status.SUCCESS)
             return x
-        rounding = self._rounding(op, x, Ax, bnorm)
+        rounding = self._rounding(trans, x, Ax, bnorm)
         if r <= rounding and (r <= math.sqrt(eps(self.dtype)) * bnorm
-                              or self._settled(op, trans, b, x, rtol)):
+                              or self._settled(run_op, trans, b, x, rtol)):
             statuses.append(Status.ACCURACY_LIMIT)
             return x
         status = {"converged": Status.STAGNATION, "breakdown": Status.BREAKDOWN}.get(
@@ -251,17 +256,18 @@ class _IterativeFactor:
             f"(atol={spec.atol:g}; attainable in this precision ≈ {limit / bnorm:.2g}); "
             f"{status.message}", self.history, x, status)
 
-    def _rounding(self, op, x, Ax, bnorm) -> float:
-        """c·√n·eps·(‖|A||x|‖ + ‖b‖): the size of residual that rounding alone produces."""
+    def _rounding(self, trans, x, Ax, bnorm) -> float:
+        """c·√n·eps·(‖|A||x|‖ + ‖b‖): the size of residual that rounding alone produces
+        (|Aᴴ| for adjoint solves; ‖Ax‖ stands in for operators without stored entries)."""
         xp = self.be.xp
-        absAx = _abs_product(op, x)
+        absAx = _abs_product(self.A, trans, x)
         ax = float(xp.linalg.norm(absAx)) if absAx is not None else float(xp.linalg.norm(Ax))
-        return ATTAINABLE * math.sqrt(op.shape[0]) * eps(self.dtype) * (ax + bnorm)
+        return ATTAINABLE * math.sqrt(self.A.shape[0]) * eps(self.dtype) * (ax + bnorm)
 
-    def _attainable(self, op, x, Ax, bnorm) -> float:
+    def _attainable(self, trans, x, Ax, bnorm) -> float:
         """The residual below which restarting cannot help: the rounding level, capped at
         √eps·‖b‖ (above the cap ``_settled`` decides)."""
-        return min(self._rounding(op, x, Ax, bnorm), math.sqrt(eps(self.dtype)) * bnorm)
+        return min(self._rounding(trans, x, Ax, bnorm), math.sqrt(eps(self.dtype)) * bnorm)
 
     def _settled(self, op, trans, b, x, rtol) -> bool:
         """A residual at the rounding level but above √eps·‖b‖ happens for badly scaled
@@ -278,19 +284,33 @@ class _IterativeFactor:
         raise NotImplementedError
 
 
-def _abs_product(op, x):
-    """|A| |x| for operators that store their entries (None otherwise)."""
+def _adjoint_operator(A: lo.LinearOperator) -> lo.LinearOperator:
+    """Aᴴ for Krylov runs and residual checks: for Sparse a matrix-free product through the
+    backend's native transposed view (no sorted transposed pattern, which would cost a sort
+    and 16 bytes per stored entry); otherwise ``A.adjoint()``."""
+    if not isinstance(A, lo.Sparse):
+        return A.adjoint()
     from linops.internals import backend_of
 
-    if isinstance(op, lo.Sparse):
-        xp = backend_of(op.values).xp
-        return lo.Sparse(xp.abs(op.values), op.pattern) @ xp.abs(x)
-    if isinstance(op, lo.Dense):
-        xp = backend_of(op.a).xp
-        return xp.abs(op.a) @ xp.abs(x)
-    if isinstance(op, lo.Diagonal):
-        xp = backend_of(op.d).xp
-        return xp.abs(op.d) * xp.abs(x)
+    be = backend_of(A.values)
+    return lo.MatrixFree((A.shape[1], A.shape[0]), A.dtype,
+                         lambda X: be.spmm_adjoint(A.values, A.pattern, X), lambda X: A @ X)
+
+
+def _abs_product(A, trans: str, x):
+    """|A| |x| (|A|ᵀ |x| for adjoint solves) for operators that store their entries, else None."""
+    from linops.internals import backend_of
+
+    if isinstance(A, lo.Sparse):
+        be = backend_of(A.values)
+        v, ax = be.xp.abs(A.values), be.xp.abs(x)
+        return be.spmm(v, A.pattern, ax) if trans == "N" else be.spmm_adjoint(v, A.pattern, ax)
+    if isinstance(A, lo.Dense):
+        xp = backend_of(A.a).xp
+        return (xp.abs(A.a) if trans == "N" else xp.abs(A.a).T) @ xp.abs(x)
+    if isinstance(A, lo.Diagonal):
+        xp = backend_of(A.d).xp
+        return xp.abs(A.d) * xp.abs(x)
     return None
 
 
@@ -337,12 +357,11 @@ class _KrylovFactor(_AMGTracked, _IterativeFactor):
         n = op.shape[0]
         M = self.M.as_operator() if self.M is not None else None
         right = None
-        if M is not None and trans != "N":
+        if M is not None and trans != "N" and not self.hermitian_method:
+            # the exact adjoint of the left-preconditioned forward operator: Aᴴ Mᴴ (a method
+            # for Hermitian A runs its adjoint solves on A itself, with the same M)
             MH = M.adjoint()
-            if self.hermitian_method:
-                M = MH
-            else:  # the exact adjoint of the left-preconditioned forward operator: Aᴴ Mᴴ
-                right, M, op, x0 = MH, None, op @ MH, None
+            right, M, op, x0 = MH, None, op @ MH, None
         maxiter = spec.maxiter or default_maxiter(n)
         restart = min(getattr(spec, "restart", n), n, maxiter)
         try:

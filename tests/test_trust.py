@@ -370,3 +370,17 @@ def test_backend_table_entries_name_their_alternative(name):
 def test_unsupported_dtype_is_a_named_error():
     with pytest.raises(lo.BackendNotSupported, match="float16"):
         sv.init(sv.LinearProblem(np.eye(2, dtype=np.float16), np.ones(2)))
+
+
+def test_hermitian_method_adjoint_runs_on_a_and_checks_against_the_true_adjoint():
+    """CG/MINRES adjoint solves run on A itself (no transposed pattern is built) and are
+    accepted only if they satisfy Aᴴλ = c: a non-Hermitian A is caught, never returned."""
+    A = sp.csr_matrix(np.array([[4.0, 1.0, 0], [0.2, 4.0, 1.0], [0, 0.3, 4.0]]))
+    cache = sv.init(sv.LinearProblem(A, np.ones(3)), sv.CG(rtol=1e-12))
+    with pytest.raises(sv.ConvergenceError):
+        cache.solve_adjoint(np.array([1.0, 2.0, 3.0]))
+    H = lo.aslinop(sp.csr_matrix(np.array([[4.0, 1 - 1j], [1 + 1j, 3.0]])))
+    cache = sv.init(sv.LinearProblem(H, np.ones(2)), sv.CG(rtol=1e-13))
+    lam = cache.solve_adjoint(np.array([1.0, 1j]))
+    np.testing.assert_allclose(lo.to_dense(H).conj().T @ lam, [1.0, 1j], atol=1e-12)
+    assert "_transpose" not in H.pattern.__dict__  # no transposed pattern was computed
