@@ -136,8 +136,8 @@ def _linops(nx: int, rtol: float) -> dict:
     n = fam.shape[0]
     level0 = ml.levels[0].A
     mem = {"family pattern (indptr, indices, rows)": nbytes(fam.pattern),
-           "M: θ → values (values, indptr, indices, rows)": nbytes(fam.M),
-           "Mᴴ: pullback (values, indptr, indices, rows)": nbytes(fam.__dict__.get("_MH")),
+           "M: θ → values (built only on request)": nbytes(fam.__dict__.get("M")),
+           "Mᴴ: θ → values (read transposed) and pullback": nbytes(fam.MH),
            "free-dof map": nbytes(fam.free),
            "K(θ) values": nbytes(K.values),
            "AMG finest A (scipy int32 index copy)": nbytes(level0.indices, level0.indptr),

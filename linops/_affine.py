@@ -42,8 +42,10 @@ class AffineSparse:
     ----------
     pattern : Pattern
         The union of the terms' (and the offset's) patterns: every K(θ) lives on it.
-    M : Sparse of shape (pattern.nnz, p)
-        Column i holds Kᵢ's values on the pattern.
+    MH : Sparse of shape (p, pattern.nnz)
+        Mᴴ, where column i of M holds Kᵢ's values on the pattern. Only Mᴴ is stored: the
+        pullback is Mᴴ g, and ``fam(θ)`` = M θ is the same arrays read as their transpose (the
+        backend's native CSC view), so M costs no memory; ``fam.M`` builds it on request.
     offset : ndarray of shape (pattern.nnz,), optional
         K₀'s values on the pattern.
     free : ndarray of int, optional
@@ -76,7 +78,7 @@ class AffineSparse:
     """
 
     pattern: Pattern
-    M: Sparse
+    MH: Sparse
     offset: Any = None
     free: Any = None        # for from_elements: original index of each free dof
     n_full: int | None = None
@@ -84,7 +86,7 @@ class AffineSparse:
     @property
     def n_params(self) -> int:
         """p, the number of parameters (the length of θ; one per element for from_elements)."""
-        return self.M.shape[1]
+        return self.MH.shape[0]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -161,7 +163,7 @@ class AffineSparse:
         import scipy.sparse as sp
 
         if offset is None:
-            return cls(pattern, Sparse.from_scipy(M), None, free, n_full)
+            return cls(pattern, _adjoint_of_scipy(M), None, free, n_full)
         off = _as_sparse(offset, "offset")
         if off.shape != pattern.shape:
             raise ShapeError(f"offset.shape={off.shape} but the family's shape={pattern.shape}")
@@ -172,7 +174,7 @@ class AffineSparse:
         off_vals = np.zeros(union.nnz, dtype=np.result_type(M.dtype, off.dtype))
         s_off, _ = union.locate(off.pattern.rows, off.pattern.indices)
         off_vals[s_off] = np.asarray(off.values)
-        return cls(union, Sparse.from_scipy(Mu), off_vals, free, n_full)
+        return cls(union, _adjoint_of_scipy(Mu), off_vals, free, n_full)
 
     @classmethod
     def from_elements(cls, Ke, dofs, n: int, fixed=None, offset=None) -> "AffineSparse":
@@ -215,8 +217,8 @@ class AffineSparse:
         pattern of E Eᵀ (E the dof-element incidence, a sparse product), each element entry
         finds its slot by a binary search within its row (rows hold a few entries), and since
         CSR slots grow with (row, column), sorting each element's k dofs orders its k² slots —
-        so Mᴴ (elements × slots) is written directly in CSR and M is its transpose (a counting
-        pass). Both are kept (M for ``fam(θ)``, Mᴴ for ``pullback``). Elements that repeat a
+        so Mᴴ (elements × slots) is written directly in CSR and is the only map kept:
+        ``pullback`` is Mᴴ g and ``fam(θ)`` reads the same arrays transposed. Elements that repeat a
         dof take the general route (one sort of all ne·k² entries). Cost O(ne·k²) time and
         memory; ``fam(θ)`` and ``pullback`` are one SpMV each.
 
@@ -256,13 +258,10 @@ class AffineSparse:
         ds = np.take_along_axis(d, order, axis=1)
         if k > 1 and bool(np.any((ds[:, 1:] == ds[:, :-1]) & (ds[:, 1:] >= 0))):
             return cls._from_elements_general(Ke, dofs, is_free, newidx, free, n, offset)
-        fam = _element_family(Ke, d, order, ds, free.size)
+        pattern, MH = _element_family(Ke, d, order, ds, free.size)
         if offset is not None:
-            return cls._with_offset(fam[0], fam[1].to_scipy(), offset, free, int(n))
-        pattern, M, MH = fam
-        out = cls(pattern, M, None, free, int(n))
-        out.__dict__["_MH"] = MH  # the cached Mᴴ, built directly (no transposition)
-        return out
+            return cls._with_offset(pattern, MH.to_scipy().conj().T, offset, free, int(n))
+        return cls(pattern, MH, None, free, int(n))  # Mᴴ built directly: nothing transposed
 
     @classmethod
     def _from_elements_general(cls, Ke, dofs, is_free, newidx, free, n, offset):
@@ -314,7 +313,8 @@ class AffineSparse:
             raise ShapeError(f"theta must have shape ({self.n_params},), got "
                              f"shape={tuple(getattr(theta, 'shape', ()))}")
         be = backend_of(theta)
-        values = self._on(be, "M") @ theta
+        MH = self._on(be, "MH")
+        values = be.spmm_adjoint(MH.values, MH.pattern, theta)  # M θ = (Mᴴ)ᴴ θ
         if self.offset is not None:
             values = values + self._on(be, "offset")
         return Sparse(seal(values), self.pattern)
@@ -368,15 +368,16 @@ class AffineSparse:
         return be.xp.real(out) if real else out
 
     @cached_property
-    def _MH(self) -> Sparse:
-        """Mᴴ (p × nnz), transposed once and kept: every pullback is then one SpMV."""
-        return self.M.adjoint()
+    def M(self) -> Sparse:
+        """M (nnz × p): column i holds Kᵢ's values on the pattern. Built on first request from
+        Mᴴ (O(nnz(M)), then kept); ``fam(θ)`` and ``pullback`` never need it."""
+        return self.MH.adjoint()
 
     def _on(self, be, name: str):
-        """M, Mᴴ or the offset for backend ``be``: numpy/jax use the host arrays (jax embeds them
+        """Mᴴ or the offset for backend ``be``: numpy/jax use the host arrays (jax embeds them
         as constants); where indices live on a device (cupy) a device copy is made once per
         family and kept."""
-        host = {"M": self.M, "MH": self._MH, "offset": self.offset}[name]
+        host = {"MH": self.MH, "offset": self.offset}[name]
         if not be.device_indices:
             return host if name != "offset" else be.from_host(host)
         cache = self.__dict__.setdefault("_device", {})
@@ -418,7 +419,7 @@ class AffineSparse:
 
 
 def _element_family(Ke, d, order, ds, nf: int):
-    """(pattern, M, Mᴴ) of an element family whose elements have distinct dofs. ``d``: free
+    """(pattern, Mᴴ) of an element family whose elements have distinct dofs. ``d``: free
     index of each element dof (-1: fixed), ``order``/``ds``: each row of d sorted."""
     import scipy.sparse as sp
 
@@ -456,14 +457,15 @@ def _element_family(Ke, d, order, ds, nf: int):
     np.cumsum(per_element, out=mh_indptr[1:])
     pattern = Pattern(indptr, indices, (nf, nf))
     del indices
-    nnz = pattern.nnz
-    # M (slots × elements) is Mᴴ's transpose: scipy's counting pass, columns come out sorted
-    MT = sp.csr_matrix((coef, slots, mh_indptr), shape=(ne, nnz)).tocsc()
-    M = Sparse(seal(MT.data), _lean(Pattern(MT.indptr, MT.indices, (nnz, ne))))
-    del MT
     MH = Sparse(seal(np.conj(coef) if np.iscomplexobj(coef) else coef),
-                _lean(Pattern(mh_indptr, slots, (ne, nnz))))
-    return pattern, M, MH
+                _lean(Pattern._trusted(mh_indptr, slots, (ne, pattern.nnz))))
+    return pattern, MH
+
+
+def _adjoint_of_scipy(M) -> Sparse:
+    """Mᴴ as a lo.Sparse from a scipy nnz × p matrix (one counting-sort transposition)."""
+    MH = M.conj().T if np.iscomplexobj(M.data) else M.T
+    return Sparse.from_scipy(MH)
 
 
 def _lean(P: Pattern) -> Pattern:

@@ -95,7 +95,7 @@ def _scipy_by_hand(fam, b, theta, a):
     import scipy.sparse.linalg as spl
 
     P = fam.pattern
-    M = fam.M.to_scipy()
+    M = fam.MH.to_scipy().T.tocsr()  # θ ↦ values, as a hand-written script would keep it
 
     def assemble():
         return sp.csc_matrix(sp.csr_matrix((M @ theta, P.indices, P.indptr), shape=P.shape))
