@@ -31,7 +31,11 @@ Who owns a factorization (so that nothing outlives the computation that needed i
 A consumer that finds no factorization (a key produced in one jitted function and used in
 another, e.g. ``jax.grad(jax.jit(f))``, or a consumer inside a loop over a factorization made
 outside it) refactorizes deterministically from the values it receives: correct, counted in
-``stats().misses``, and never kept. Put ``jax.jit`` outermost to avoid it.
+``stats().misses``, and never kept. Put ``jax.jit`` outermost to avoid it. Sites whose
+consumers cannot be paired one-to-one with their factorizations (``jax.checkpoint``
+rematerialisation, a consumer in a ``cond`` branch) keep at most ``GENERATIONS_KEPT``
+generations; a failing computation frees everything compiled computations own. No capacity
+ever changes a result, only whether a consumer has to refactorize.
 """
 
 from __future__ import annotations

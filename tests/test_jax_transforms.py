@@ -153,6 +153,8 @@ def test_structured_operators():
     b = jnp.asarray(np.random.default_rng(4).standard_normal(8))
     U = jnp.asarray(np.random.default_rng(5).standard_normal((8, 2))) * 0.3
     np.testing.assert_allclose(adj.solve(lo.Identity(8), b), b)
+    B3 = jnp.stack([b, 2 * b, b[::-1]], 1)                    # several right-hand sides
+    np.testing.assert_allclose(adj.solve(A, B3), np.linalg.solve(D, B3), rtol=1e-12)
     np.testing.assert_allclose(adj.solve(2.5 * A, b), np.linalg.solve(2.5 * D, b), rtol=1e-12)
     W = A + lo.LowRank(U, U[::-1])
     np.testing.assert_allclose(adj.solve(W, b), np.linalg.solve(D + U @ U[::-1].T, b),
