@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
         description="value + gradient of f(θ) = aᵀK(θ)⁻¹b w.r.t. θ (one per cell of a 2-D Q4 "
                     "heat-conduction mesh) and w.r.t. K's stored values, by each method, side by "
                     "side in one run",
-        epilog=f"methods:\n{methods}\n\n{report.LEGEND}")
+        epilog=f"methods:\n{methods}\n\nsections (python -m linops bench SECTION --help):\n"
+               + "\n".join(f"  {k:<7} {v}" for k, v in SECTIONS.items()) + f"\n\n{report.LEGEND}")
     ap.add_argument("--sizes", type=_nx, nargs="+", metavar="NX",
                     help=f"grid sides (n = nx·(nx+1)); default {' '.join(map(str, DEFAULT_SIZES))}")
     ap.add_argument("--quick", action="store_true", help="sizes 30 60: a few seconds")
@@ -63,8 +64,23 @@ def _prepare_out(ap, out: Path) -> None:
         ap.error(f"cannot write results to {out}/: {e.strerror or e}")
 
 
+SECTIONS = {"loop": "optimisation loops: 10 × value + θ-gradient with cache.update (issue 12)",
+            "scale": "CG + AMG value + θ-gradient at n = 10⁶ … 10⁷ against a hand-written script",
+            "jax": "the jax path against jax spsolve and the numpy path",
+            "petsc": "distributed CG+GAMG / MUMPS under mpirun (mpirun -n 2 python -m linops "
+                     "bench petsc)"}
+
+
 def bench(argv=None) -> list[dict]:
-    """Run the benchmark; returns the result rows (also written to ``--out``)."""
+    """Run the benchmark; returns the result rows (also written to ``--out``).
+
+    ``python -m linops bench`` is the headline table; ``python -m linops bench SECTION ...``
+    runs one of the longer sections (``SECTIONS``), each with its own ``--help``."""
+    argv = list(sys.argv[2:] if argv is None else argv)
+    if argv and argv[0] in SECTIONS:
+        import importlib
+
+        return importlib.import_module(f"linops._app.{argv[0]}").main(argv[1:])
     ap = parser()
     args = ap.parse_args(argv)
     if args.timeout <= 0:

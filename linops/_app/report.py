@@ -27,13 +27,7 @@ def _cell(r: dict) -> dict:
 
 def table(results: list[dict], columns=COLUMNS) -> str:
     """A Markdown table of the results (skipped rows say why in the time column)."""
-    rows = [_cell(r) for r in results]
-    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
-    out = ["| " + " | ".join(c.ljust(widths[c]) for c in columns) + " |",
-           "|-" + "-|-".join("-" * widths[c] for c in columns) + "-|"]
-    out += ["| " + " | ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) + " |"
-            for r in rows]
-    return "\n".join(out)
+    return markdown_table([_cell(r) for r in results], columns)
 
 
 def write_json(results: list[dict], path: Path, meta: dict) -> None:
@@ -64,3 +58,31 @@ def plot(results: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    """A Markdown table of already formatted cells."""
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
+    out = ["| " + " | ".join(c.ljust(widths[c]) for c in columns) + " |",
+           "|-" + "-|-".join("-" * widths[c] for c in columns) + "-|"]
+    out += ["| " + " | ".join(str(r.get(c, "")).ljust(widths[c]) for c in columns) + " |"
+            for r in rows]
+    return "\n".join(out)
+
+
+def write_section(out: Path, name: str, text: str, rows: list[dict], command: str) -> None:
+    """``<out>/<name>.md`` (the table with when, where and how it was measured) and
+    ``<out>/<name>.json``; says where."""
+    import datetime
+    import os
+    import platform
+
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "command": command,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                       f"{platform.python_version()}",
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    (out / f"{name}.md").write_text(f"# {command}\n\nMeasured {meta['date']} on {meta['machine']} "
+                                    f"(load average {meta['load_average']}).\n\n{text}\n")
+    write_json(rows, out / f"{name}.json", meta)
+    print(f"results written to {out}/: {name}.md, {name}.json")

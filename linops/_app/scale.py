@@ -1,0 +1,343 @@
+"""Scale: value + θ-gradient of f(θ) = aᵀK(θ)⁻¹b with CG + AMG (pyamg smoothed aggregation),
+building the family included, at n = 10⁶ … 10⁷ (Q4 Poisson family, nx ≈ √n).
+
+    python -m linops bench scale [--sizes 1000 2000 3162] [--rtol 1e-8]
+    (also: python benchmarks/scale.py ...)
+
+Two implementations, each size and each implementation in a fresh subprocess (peak RSS is its
+own; run one at a time — 10⁷ takes most of a 24 GB machine):
+
+- ``linops``: ``lo.testing.poisson_family(nx)`` → ``fam(θ)`` → ``sv.init(LinearProblem(K, b,
+  posdef=True), sv.CG(rtol, precond=sv.AMG()))`` → ``cache.solve()`` → ``ad.solve_pullback`` →
+  ``fam.pullback``;
+- ``hand``: a numpy + scipy + pyamg script doing the same work: grid connectivity, Dirichlet
+  elimination and COO indices (int32) by hand, ``csr_matrix((θₑ·Ke, (i, j)))`` assembly, the same
+  pyamg solver and scipy ``cg`` twice, gradient by the element formula −λₑᵀ Ke uₑ.
+
+Reported per row: total time and its parts, peak RSS (over the interpreter after imports), and
+the bytes per unknown of every structure the path keeps alive (counted from the arrays).
+Targets (issue 12): linops < 60 s and < 16 GB at n = 10⁷; linops / hand ≤ 1.10 in time and memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+RTOL = 1e-8
+
+
+def _rss_now() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def nbytes(*objs) -> int:
+    """Bytes held by numpy arrays, scipy sparse matrices, lo.Sparse / lo.Pattern (their cached
+    index arrays included) and lists/tuples/dicts of those; shared arrays counted once."""
+    import scipy.sparse as sp
+
+    import linops as lo
+
+    seen: set = set()
+    total = 0
+
+    def arr(a):
+        nonlocal total
+        if a is None:
+            return
+        base = a
+        while isinstance(base, np.ndarray) and base.base is not None and isinstance(base.base,
+                                                                                    np.ndarray):
+            base = base.base
+        if id(base) not in seen:
+            seen.add(id(base))
+            total += base.nbytes
+
+    def walk(o):
+        if isinstance(o, np.ndarray):
+            arr(o)
+        elif sp.issparse(o):
+            for name in ("data", "indices", "indptr", "row", "col"):
+                if hasattr(o, name):
+                    arr(getattr(o, name))
+        elif isinstance(o, lo.Pattern):
+            arr(o.indptr)
+            arr(o.indices)
+            for v in o.__dict__.values():
+                walk(v)
+        elif isinstance(o, lo.Sparse):
+            arr(np.asarray(o.values))
+            walk(o.pattern)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+
+    for o in objs:
+        walk(o)
+    return total
+
+
+def _hierarchy_bytes(ml, skip=()) -> int:
+    parts = []
+    for lv in ml.levels:
+        for name in ("A", "P", "R", "B", "AggOp", "BH"):
+            m = getattr(lv, name, None)
+            if m is not None and not any(m is s for s in skip):
+                parts.append(m)
+    return nbytes(parts)
+
+
+# ----- the two implementations (each runs in its own process) ------------------------------------
+def _linops(nx: int, rtol: float) -> dict:
+    import adjoints as ad
+    import linops as lo
+    import solvers as sv
+
+    t = {}
+    t0 = time.perf_counter()
+    fam, b = lo.testing.poisson_family(nx)
+    t["build"] = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    theta = 0.5 + rng.random(fam.n_params)
+    a = rng.standard_normal(fam.shape[0])
+    t1 = time.perf_counter()
+    K = fam(theta)
+    t["assemble"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    cache = sv.init(sv.LinearProblem(K, b, posdef=True), sv.CG(rtol=rtol, precond=sv.AMG()))
+    t["amg_setup"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    u = cache.solve()
+    t["solve"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    g = ad.solve_pullback(cache, a)
+    t["adjoint_solve"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    grad = fam.pullback(g.A)
+    f = float(a @ u)
+    t["pullback"] = time.perf_counter() - t1
+    t["total"] = time.perf_counter() - t0
+    ml = cache.factor.M.ml
+    n = fam.shape[0]
+    level0 = ml.levels[0].A
+    mem = {"family pattern (indptr, indices, rows)": nbytes(fam.pattern),
+           "M: θ → values (built only on request)": nbytes(fam.__dict__.get("M")),
+           "Mᴴ: θ → values (read transposed) and pullback": nbytes(fam.MH),
+           "free-dof map": nbytes(fam.free),
+           "K(θ) values": nbytes(K.values),
+           "AMG finest A (scipy int32 index copy)": nbytes(level0.indices, level0.indptr),
+           "AMG coarse levels, P, R, B, aggregates": _hierarchy_bytes(ml, skip=(level0,)),
+           "vectors (θ, a, b, u, λ, θ̄)": nbytes(theta, a, b, u, g.b, grad)}
+    return {"time": t, "bytes": mem, "value": f, "n": n, "nnz": fam.pattern.nnz,
+            "iterations": cache.stats.iterations, "levels": len(ml.levels)}
+
+
+def _hand(nx: int, rtol: float) -> dict:
+    import pyamg
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spl
+
+    t = {}
+    t0 = time.perf_counter()
+    ny = nx
+    nodes = np.arange((nx + 1) * (ny + 1), dtype=np.int64).reshape(ny + 1, nx + 1)
+    dofs = np.stack([nodes[:-1, :-1].ravel(), nodes[:-1, 1:].ravel(), nodes[1:, 1:].ravel(),
+                     nodes[1:, :-1].ravel()], axis=1)
+    Ke = np.array([[4.0, -1.0, -2.0, -1.0], [-1.0, 4.0, -1.0, -2.0],
+                   [-2.0, -1.0, 4.0, -1.0], [-1.0, -2.0, -1.0, 4.0]]) / 6.0
+    N = (nx + 1) * (ny + 1)
+    free = np.ones(N, dtype=bool)
+    free[nodes[:, 0]] = False
+    newidx = np.full(N, -1, dtype=np.int32)
+    newidx[free] = np.arange(int(free.sum()), dtype=np.int32)
+    n = int(free.sum())
+    d = newidx[dofs]
+    iK = np.repeat(d, 4, axis=1).ravel()
+    jK = np.tile(d, (1, 4)).ravel()
+    keep = (iK >= 0) & (jK >= 0)
+    sel = np.flatnonzero(keep).astype(np.int64)  # entry → (element, local pair)
+    iK, jK = iK[keep], jK[keep]
+    del keep
+    b = np.full(n, 1.0 / (nx * ny))
+    t["build"] = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    theta = 0.5 + rng.random(dofs.shape[0])
+    a = rng.standard_normal(n)
+    t1 = time.perf_counter()
+    sK = (theta[:, None] * Ke.ravel()[None, :]).ravel()[sel]
+    K = sp.csr_matrix((sK, (iK, jK)), shape=(n, n))
+    del sK
+    t["assemble"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    ml = pyamg.smoothed_aggregation_solver(K)
+    M = ml.aspreconditioner()
+    t["amg_setup"] = time.perf_counter() - t1
+    its = [0]
+
+    def tick(_):
+        its[0] += 1
+
+    t1 = time.perf_counter()
+    u, info1 = spl.cg(K, b, rtol=rtol, M=M, callback=tick)
+    t["solve"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    lam, info2 = spl.cg(K, a, rtol=rtol, M=M, callback=tick)
+    t["adjoint_solve"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    uf = np.zeros(N)
+    lf = np.zeros(N)
+    uf[free], lf[free] = u, lam
+    grad = -np.einsum("ei,ij,ej->e", lf[dofs], Ke, uf[dofs])
+    f = float(a @ u)
+    t["pullback"] = time.perf_counter() - t1
+    t["total"] = time.perf_counter() - t0
+    if info1 or info2:
+        raise RuntimeError(f"cg did not converge: info {info1}, {info2}")
+    mem = {"connectivity, dof map": nbytes(dofs, newidx, free),
+           "COO indices iK, jK (int32) + entry map": nbytes(iK, jK, sel),
+           "K (scipy CSR)": nbytes(K),
+           "AMG coarse levels, P, R, B, aggregates": _hierarchy_bytes(ml, skip=(K,)),
+           "vectors (θ, a, b, u, λ, θ̄)": nbytes(theta, a, b, u, lam, grad)}
+    return {"time": t, "bytes": mem, "value": f, "n": n, "nnz": int(K.nnz),
+            "iterations": its[0], "levels": len(ml.levels)}
+
+
+def run_one(impl: str, nx: int, rtol: float = RTOL) -> dict:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import pyamg  # noqa: F401  (imports outside the measurement)
+    import scipy.sparse.linalg  # noqa: F401
+
+    import adjoints  # noqa: F401
+    import solvers  # noqa: F401
+
+    (_linops if impl == "linops" else _hand)(8, rtol)  # warm-up: first-call costs excluded
+    base = _rss_now()
+    out = (_linops if impl == "linops" else _hand)(nx, rtol)
+    peak = _peak_rss() - base
+    n = out["n"]
+    kept = sum(out["bytes"].values())
+    return {"method": f"{impl} CG+AMG", "impl": impl, "n": n, "nnz": out["nnz"], "nx": nx,
+            "time_s": out["time"]["total"], "times": out["time"], "peak_mb": peak / 2**20,
+            "peak_bytes_per_unknown": peak / n, "kept_bytes_per_unknown": kept / n,
+            "bytes_per_unknown": {k: v / n for k, v in out["bytes"].items()},
+            "iterations": out["iterations"], "levels": out["levels"], "value": out["value"],
+            "factorizations": 1}
+
+
+def _child(impl: str, nx: int, rtol: float, timeout: float, blas_threads: int | None) -> dict:
+    code = ("import json; from linops._app.scale import run_one; "
+            f"print('@@' + json.dumps(run_one({impl!r}, {nx}, {rtol})))")
+    row = {"method": f"{impl} CG+AMG", "impl": impl, "nx": nx, "n": nx * (nx + 1)}
+    try:
+        env = dict(os.environ)
+        if blas_threads:
+            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                env[var] = str(blas_threads)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {**row, "skipped": f"timed out after {timeout:.0f} s"}
+    for line in p.stdout.splitlines():
+        if line.startswith("@@"):
+            return {**json.loads(line[2:]), "blas_threads": blas_threads}
+    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return {**row, "skipped": f"failed (rc {p.returncode}): {err[:160]}"}
+
+
+def run(sizes=(1000, 2000, 3162), rtol: float = RTOL, timeout: float = 1200.0,
+        progress=None, blas_threads: int | None = 1) -> list[dict]:
+    """Rows per size: hand then linops (never two at once), with linops/hand ratios.
+    ``blas_threads``: OpenBLAS/OpenMP threads of both children (default 1: pyamg's setup is
+    dominated by BLAS-1 calls in its spectral-radius estimate, which threads only slow down on
+    a shared 2-core machine; None leaves the environment as it is)."""
+    rows = []
+    for nx in sizes:
+        pair = {}
+        for impl in ("hand", "linops"):
+            if progress:
+                progress(f"nx={nx} {impl}")
+            r = _child(impl, nx, rtol, timeout, blas_threads)
+            r["load_avg"] = os.getloadavg()[0]
+            pair[impl] = r
+        lin, hand = pair["linops"], pair["hand"]
+        if "time_s" in lin and "time_s" in hand:
+            lin["time_ratio"] = lin["time_s"] / hand["time_s"]
+            lin["peak_ratio"] = lin["peak_mb"] / hand["peak_mb"]
+        rows += [hand, lin]
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    from .report import markdown_table as table
+
+    out = []
+    for r in rows:
+        if "skipped" in r:
+            out.append({"n": r["n"], "method": r["method"], "time s": r["skipped"]})
+            continue
+        t = r["times"]
+        out.append({"n": f"{r['n']:,}", "method": r["method"], "time s": f"{r['time_s']:.1f}",
+                    "build/asm/amg/solve/adj/grad s": "/".join(
+                        f"{t[k]:.1f}" for k in ("build", "assemble", "amg_setup", "solve",
+                                                "adjoint_solve", "pullback")),
+                    "its": r["iterations"], "peak GB": f"{r['peak_mb'] / 1024:.2f}",
+                    "peak B/unknown": f"{r['peak_bytes_per_unknown']:.0f}",
+                    "kept B/unknown": f"{r['kept_bytes_per_unknown']:.0f}",
+                    "linops/hand t, mem": (f"{r['time_ratio']:.2f}, {r['peak_ratio']:.2f}"
+                                           if "time_ratio" in r else ""),
+                    "load": f"{r['load_avg']:.1f}"})
+    cols = ["n", "method", "time s", "build/asm/amg/solve/adj/grad s", "its", "peak GB",
+            "peak B/unknown", "kept B/unknown", "linops/hand t, mem", "load"]
+    lines = [table(out, cols), "", "bytes per unknown of what each path keeps alive:"]
+    for r in rows:
+        if "bytes_per_unknown" in r:
+            parts = ", ".join(f"{k}: {v:.0f}" for k, v in r["bytes_per_unknown"].items())
+            lines.append(f"  n={r['n']:,} {r['impl']}: {parts}")
+    return "\n".join(lines)
+
+
+def main(argv=None, out=None) -> list[dict]:
+    """``python -m linops bench scale``: the scale rows, printed and written to ``--out``."""
+    from pathlib import Path
+
+    from .loop import _positive
+    from .report import write_section
+
+    ap = argparse.ArgumentParser(prog="python -m linops bench scale",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=_positive, nargs="+", default=[1000, 2000, 3162],
+                    metavar="NX", help="grid sides (n = nx·(nx+1)); default 1000 2000 3162")
+    ap.add_argument("--rtol", type=float, default=RTOL)
+    ap.add_argument("--blas-threads", type=int, default=1, help="0: leave the environment")
+    ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
+    args = ap.parse_args(argv)
+    rows = run(args.sizes, args.rtol, blas_threads=args.blas_threads or None,
+               progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
+                                        flush=True))
+    text = format_rows(rows)
+    print(text)
+    write_section(args.out, "scale", text, rows, "python -m linops bench scale " +
+                  " ".join(argv if argv is not None else sys.argv[3:]))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
