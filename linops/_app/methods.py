@@ -76,7 +76,7 @@ def _linops_jax(fam, b, theta, a):
     aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
 
     def f(th):
-        return jnp.dot(aj, adj.solve(fam(th), bj))
+        return jnp.dot(aj, adj.solve(fam(th), bj, posdef=True))  # as the numpy rows
 
     vg, fj = jax.jit(jax.value_and_grad(f)), jax.jit(f)
 
