@@ -174,6 +174,98 @@ def test_update_is_numeric_and_failures_are_named(petsc_available, ranks):
         assert "mumps" in fail["sequential_factor"]["message"]
 
 
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_update_follows_symmetry_of_the_new_values(petsc_available, ranks):
+    """A factor set up on a matrix flagged symmetric solves adjoints as forward solves; after
+    update(A=K2) with K2 of the same pattern but NOT symmetric, adjoints must go through the
+    transpose (before the fix: forward solves, ‖K2ᵀλ − a‖/‖a‖ ≈ 0.4 with no error). The factor's
+    private copy carries the symmetry flag (MatDuplicate drops it, and GAMG then builds a
+    symmetrized graph), and each solve's convergence history is its own."""
+    sym = {r["solver"]: r for r in run("update_check.py", ranks) if r["check"] == "symmetry"}
+    assert set(sym) == {"mumps", "gmres+gamg"}
+    for r in sym.values():
+        assert r["key_equal"] and r["flag_after_init"] == [True, True], r
+        assert r["mode_init"] == "forward" and r["mode_after_update"] == "reuse", r
+        assert r["flag_after_update"] == [True, False], r
+        assert r["adjoint_residual"] < 1e-10, r
+        h1, h2 = r["history_lens"]
+        assert h1 == h2 >= 1, r     # not accumulated over the solves
+    g = sym["gmres+gamg"]
+    assert g["iterations_last_solve"] + 2 <= g["history_lens"][1] <= g["iterations_last_solve"] + 8
+
+
+# ----- python -m linops bench petsc ----------------------------------------------------------------
+def _bench(tmp_path, launcher: list[str], *args: str):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
+        [str(MPI_DIR.parent.parent), os.environ.get("PYTHONPATH", "")])}
+    cmd = launcher + [sys.executable, "-m", "linops", "bench", "petsc", *args, "--out",
+                      str(tmp_path)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env,
+                       cwd=tmp_path)
+    assert p.returncode == 0, f"{' '.join(cmd)}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
+    data = json.loads((tmp_path / "petsc.json").read_text())
+    return p, data["meta"], {(r["method"], r["ranks"]): r for r in data["results"]}
+
+
+def _same_answers(a: dict, b: dict) -> None:
+    for key in ("value", "grad_norm", "grad_dot"):
+        assert abs(a[key] - b[key]) <= 1e-10 * abs(b[key]), (key, a[key], b[key])
+
+
+def _sane(r: dict, ranks: int, n: int) -> None:
+    assert r["ranks"] == ranks and r["n"] == n and "skipped" not in r, r
+    assert r["iterations"] == r["iterations_fwd"] + r["iterations_adj"] and r["iterations_fwd"] > 0
+    assert r["residual_fwd"] <= 1.5 * r["rtol"] and r["residual_adj"] <= 1.5 * r["rtol"], r
+    assert len(r["peak_mb_per_rank"]) == ranks and r["peak_mb"] == max(r["peak_mb_per_rank"])
+    assert r["time_s"] > 0 and r["build_s"] >= 0 and r["peak_isolated"] is True
+
+
+MPIRUN2 = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2"]
+
+
+def test_bench_petsc_under_mpirun(petsc_available, tmp_path):
+    """`mpirun -n 2 python -m linops bench petsc --nx 20`: linops and the hand-written petsc4py
+    script give the same value and θ-gradient with the same iterations (same GAMG setup, same
+    stopping test); rank 0 alone prints the table and writes petsc.md / petsc.json."""
+    p, meta, rows = _bench(tmp_path, MPIRUN2, "--nx", "20")
+    assert set(rows) == {("linops", 2), ("hand", 2)}
+    lin, hand = rows["linops", 2], rows["hand", 2]
+    for r in (lin, hand):
+        _sane(r, 2, 20 * 21)
+    _same_answers(lin, hand)
+    assert (lin["iterations_fwd"], lin["iterations_adj"]) == \
+        (hand["iterations_fwd"], hand["iterations_adj"])
+    assert hand["time_ratio"] == 1.0 and lin["time_ratio"] > 0 and lin["mem_ratio"] > 0
+    assert meta["command"].startswith("mpirun -n 2 python -m linops bench petsc --nx 20")
+    assert sum(line.startswith("| 420 ") for line in p.stdout.splitlines()) == 2   # rank 0 only
+    assert "hand" in (tmp_path / "petsc.md").read_text()
+
+
+def test_bench_petsc_driver_launches_one_mpirun_per_measurement(petsc_available, tmp_path):
+    """`python -m linops bench petsc --ranks 1 2`: one fresh mpirun per measurement, one
+    table; answers do not depend on the number of ranks, and the serial path agrees."""
+    _, meta, rows = _bench(tmp_path, [], "--nx", "12", "--ranks", "1", "2")
+    assert set(rows) == {("hand", 1), ("linops", 1), ("serial", 1), ("hand", 2), ("linops", 2)}
+    for (method, ranks), r in rows.items():
+        _sane(r, ranks, 12 * 13)
+        assert abs(r["value"] - rows["hand", 1]["value"]) <= 1e-6 * abs(rows["hand", 1]["value"])
+    _same_answers(rows["linops", 1], rows["hand", 1])
+    _same_answers(rows["linops", 2], rows["hand", 2])
+    assert "--ranks 1 2" in meta["command"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--nx", "1"], "nx must be in"), (["--rtol", "2"], "--rtol must be in (0, 1)"),
+    (["--option=-pc_type=lu"], "without the leading '-'"),
+    (["--repeat", "0"], "positive integer"), (["--out", "/proc/linops-bench"], "cannot write")])
+def test_bench_petsc_validates_before_running(petsc_available, capsys, args, message):
+    from linops._app.petsc import main
+
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_info_lines_name_the_verified_solvers(petsc_available):
     from solvers._petsc import transpose_support
 
