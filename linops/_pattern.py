@@ -18,6 +18,12 @@ from ._base import check_shape
 from ._errors import PatternError
 
 
+def index_dtype(nnz: int, shape) -> np.dtype:
+    """int32 when nnz and both dimensions fit in it (scipy's choice), else int64."""
+    big = max(int(nnz), int(shape[0]) + 1, int(shape[1]) + 1)
+    return np.dtype(np.int32) if big < np.iinfo(np.int32).max else np.dtype(np.int64)
+
+
 class Pattern:
     """The structure of an m×n CSR matrix: where its nnz stored entries are.
 
@@ -43,8 +49,10 @@ class Pattern:
 
     Notes
     -----
-    The index arrays are copied into int64 host (numpy) arrays and made read-only, whatever the
-    backend of the values that will live on the pattern; a pattern can never change once made
+    The index arrays are copied into host (numpy) arrays of ``index_dtype`` — int32 while the
+    sizes fit (as scipy does: products then run on them without conversion, and they take half
+    the memory), int64 beyond — and made read-only, whatever the backend of the values that will
+    live on the pattern; a pattern can never change once made
     (setting an attribute raises AttributeError). Equality and hashing use a blake2b
     fingerprint of the shape and index bytes, computed once (O(nnz)), so a pattern can key a
     dict, serve as static data for ``jax.jit``, and be compared in O(1) after the first time.
@@ -63,8 +71,10 @@ class Pattern:
 
     def __init__(self, indptr, indices, shape):
         shape = check_shape(shape)
-        indptr = np.array(indptr, dtype=np.int64, copy=True).reshape(-1)
-        indices = np.array(indices, dtype=np.int64, copy=True).reshape(-1)
+        indices = np.asarray(indices).reshape(-1)
+        idx = index_dtype(indices.shape[0], shape)
+        indptr = np.array(indptr, dtype=np.int64, copy=True).reshape(-1)  # checked, then narrowed
+        indices = np.array(indices, dtype=np.int64, copy=True)
         m, n = shape
         if indptr.shape[0] != m + 1:
             raise PatternError(f"indptr must have length m+1={m + 1} for shape={shape}, "
@@ -81,7 +91,7 @@ class Pattern:
                 k = int(np.argmax(bad))
                 raise PatternError(f"column index out of range [0, {n}) for shape={shape}: "
                                    f"indices[{k}]={indices[k]}")
-            rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(indptr))
+            rows = np.repeat(np.arange(m, dtype=idx), np.diff(indptr))
             step = np.diff(indices)
             same_row = rows[1:] == rows[:-1]
             badk = same_row & (step <= 0)
@@ -93,6 +103,7 @@ class Pattern:
                     f"Pattern.from_coo or Sparse.from_scipy, which canonicalise")
             self.__dict__["rows"] = rows
             rows.setflags(write=False)
+        indptr, indices = indptr.astype(idx, copy=False), indices.astype(idx, copy=False)
         indptr.setflags(write=False)
         indices.setflags(write=False)
         object.__setattr__(self, "indptr", indptr)
@@ -107,8 +118,9 @@ class Pattern:
     def _trusted(cls, indptr, indices, shape) -> "Pattern":
         """A pattern this module computed itself (already canonical): no validation pass."""
         p = object.__new__(cls)
+        idx = index_dtype(len(indices), shape)
         for name, a in (("indptr", indptr), ("indices", indices)):
-            a = np.array(a, dtype=np.int64, copy=True)
+            a = np.array(a, dtype=idx, copy=True)
             a.setflags(write=False)
             object.__setattr__(p, name, a)
         object.__setattr__(p, "shape", (int(shape[0]), int(shape[1])))
@@ -210,7 +222,7 @@ class Pattern:
         Examples
         --------
         >>> Pattern.diagonal(3)
-        Pattern(shape=(3, 3), nnz=3, fingerprint=46198bf7)
+        Pattern(shape=(3, 3), nnz=3, fingerprint=68052ec5)
         """
         return cls(np.arange(n + 1), np.arange(n), (n, n))
 
@@ -225,7 +237,7 @@ class Pattern:
         """Row index of every stored entry (nnz,), read-only: the COO rows of the pattern.
 
         Computed at construction (the canonical check needs it) and kept."""
-        r = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
+        r = np.repeat(np.arange(self.shape[0], dtype=self.indices.dtype), np.diff(self.indptr))
         r.setflags(write=False)
         return r
 
@@ -235,7 +247,7 @@ class Pattern:
 
         Canonical CSR order is increasing key order, which is what makes :meth:`locate` a
         binary search. Computed on first use and kept."""
-        k = self.rows * self.shape[1] + self.indices
+        k = self.rows.astype(np.int64) * self.shape[1] + self.indices  # int64: no overflow
         k.setflags(write=False)
         return k
 
@@ -258,9 +270,9 @@ class Pattern:
         import scipy.sparse as sp
 
         m, n = self.shape
-        numbers = np.arange(self.nnz, dtype=np.int64)
+        numbers = np.arange(self.nnz, dtype=self.indices.dtype)
         C = sp.csr_matrix((numbers, self.indices, self.indptr), shape=self.shape).tocsc()
-        perm = np.asarray(C.data, dtype=np.int64)
+        perm = np.asarray(C.data, dtype=self.indices.dtype)
         perm.setflags(write=False)
         return Pattern._trusted(C.indptr, C.indices, (n, m)), perm
 

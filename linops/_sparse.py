@@ -63,8 +63,8 @@ class Sparse(LinearOperator):
     >>> S = Sparse(np.array([1.0, 2.0, 3.0]), P)
     >>> S @ np.ones(3)
     array([3., 3.])
-    >>> S.H.values, S.H.pattern.indices                # the transpose, column by column
-    (array([1., 3., 2.]), array([0, 1, 0]))
+    >>> S.H.values, S.H.pattern.indices.tolist()       # the transpose, column by column
+    (array([1., 3., 2.]), [0, 1, 0])
     >>> S.to_scipy().toarray()
     array([[1., 0., 2.],
            [0., 3., 0.]])
