@@ -16,6 +16,19 @@ status buffer through the documented XLA FFI C ABI (``xla/ffi/api/c_api.h``). On
 
 Host callbacks (sparse factorizations in :mod:`adjoints._jax_host`) never raise inside XLA:
 they record the exception with :func:`record` and return its id as their status.
+
+Messages are registered once, at import or trace time (:func:`register_message`), and only their
+id travels through XLA; the numbers they quote travel as ``info``. So a jitted computation
+carries no strings, and the message text costs nothing until something fails.
+
+>>> import jax.numpy as jnp, solvers as sv
+>>> msg = register_message(sv.SingularMatrixError, "pivot {0} is {1:.3g}")
+>>> guard(jnp.ones(2), 0).tolist()                       # status 0: x passes through
+[1.0, 1.0]
+>>> guard(jnp.ones(2), msg, jnp.array([3.0, 0.0]))
+Traceback (most recent call last):
+...
+solvers._errors.SingularMatrixError: pivot 3 is 0
 """
 
 from __future__ import annotations
@@ -38,7 +51,8 @@ _LOCK = threading.Lock()
 _STATIC: dict[tuple, int] = {}           # (exception class, template) -> id
 _MESSAGES: dict[int, tuple[type, str, bool]] = {}   # id -> (class, template or text, one-shot)
 _IDS = itertools.count(1)
-_ERRC = {"ValueError": 3, "ShapeError": 3}  # INVALID_ARGUMENT; everything else FAILED_PRECONDITION
+# XLA error codes (absl::StatusCode): 3 INVALID_ARGUMENT; everything else 9 FAILED_PRECONDITION
+_ERRC = {"ValueError": 3, "ShapeError": 3}
 
 
 _HOOKS: list = []
@@ -51,6 +65,7 @@ def add_error_hook(fn) -> None:
 
 
 def _run_hooks() -> None:
+    """Run every hook; a failing hook is ignored (the error being reported matters more)."""
     for fn in _HOOKS:
         try:
             fn()
@@ -75,7 +90,10 @@ def register_message(cls: type, template: str) -> int:
 
 
 def record(exc: BaseException) -> int:
-    """Id for an exception a host callback caught (one-shot: forgotten once reported)."""
+    """Id for an exception a host callback caught (one-shot: forgotten once reported).
+
+    The hooks run now: the computation that will fail with this id will not run its
+    remaining consumers, so what they would have freed must be freed here."""
     with _LOCK:
         i = next(_IDS)
         _MESSAGES[i] = (type(exc), str(exc), True)
@@ -84,6 +102,8 @@ def record(exc: BaseException) -> int:
 
 
 def _message(i: int, info) -> tuple[type, str]:
+    """(exception class, text) for id ``i``, the template formatted with ``info``; a template
+    that does not fit its numbers is shown unformatted rather than hiding the error."""
     with _LOCK:
         cls, text, once = _MESSAGES.get(int(i), (RuntimeError, f"unknown adjoints.jax error {i}",
                                                  False))
@@ -98,6 +118,7 @@ def _message(i: int, info) -> tuple[type, str]:
 
 
 def _num(x):
+    """An info number as an int where it is one (indices travel as floats)."""
     x = float(x)
     return int(x) if x.is_integer() and abs(x) < 2**53 else x
 
@@ -119,6 +140,7 @@ def raise_for(status, info=None) -> None:
 
 
 def _make(cls: type, text: str) -> BaseException:
+    """``cls(text)``, for exception classes that need more arguments too."""
     try:
         return cls(text)
     except TypeError:   # e.g. solvers.ConvergenceError(message, history)
@@ -143,12 +165,16 @@ def check(status, info=None):
 
 
 def guard(x, status, info=None):
-    """``x`` where every ``status`` is 0; raises (eager) / fails the computation (jit) otherwise."""
+    """``x`` where every ``status`` is 0; raises (eager) / fails the computation (jit) otherwise.
+
+    The NaN branch is never seen: it only makes ``x`` depend on the check, so that XLA cannot
+    reorder the check after a use of ``x`` nor drop it."""
     ok = check(status, info) == 0
     return jnp.where(ok, x, jnp.asarray(jnp.nan, dtype=x.dtype))
 
 
 def _check_impl(status, info):
+    """Eager: raise now."""
     raise_for(np.asarray(status), np.asarray(info))
     return status
 
@@ -158,6 +184,7 @@ check_p.def_abstract_eval(lambda status, info: jax.core.ShapedArray(status.shape
 
 
 def _check_jvp(primals, tangents):
+    """A check has no derivative (its inputs are stop_gradient'ed); it must still run."""
     out = check_p.bind(*primals)
     return out, ad.Zero.from_primal_value(out)
 
@@ -166,6 +193,7 @@ ad.primitive_jvps[check_p] = _check_jvp
 
 
 def _check_batch(args, dims):
+    """vmap: status and info get a common leading batch axis (broadcast if unbatched)."""
     status, info = args
     ds, di = dims
     size = status.shape[ds] if ds is not None else info.shape[di]
@@ -180,6 +208,8 @@ batching.primitive_batchers[check_p] = _check_batch
 
 
 # ----- CPU: an XLA FFI handler written with ctypes -----------------------------------------------
+# The structures below mirror xla/ffi/api/c_api.h (API version 0.1) field for field; only the
+# fields the handler reads are used. Writing them in ctypes avoids shipping a compiled extension.
 class _ExtBase(C.Structure):
     _fields_ = [("struct_size", C.c_size_t), ("type", C.c_int), ("next", C.c_void_p)]
 
@@ -240,6 +270,7 @@ _keep_messages: list[bytes] = []   # XLA copies the message, but keep it alive t
 
 
 def _view(buf: _Buffer) -> np.ndarray:
+    """A numpy view of an FFI buffer (the caller copies it before XLA reuses the memory)."""
     shape = tuple(buf.dims[i] for i in range(buf.rank))
     dtype = np.dtype(_FFI_DTYPES[buf.dtype])
     n = int(np.prod(shape)) if shape else 1
@@ -250,6 +281,8 @@ def _view(buf: _Buffer) -> np.ndarray:
 
 
 def _handler(frame_ptr):
+    """The FFI handler: answers XLA's metadata query, else raises for a nonzero status by
+    returning an XLA error whose message is ``<module>.<Exception>: <text>``."""
     frame = frame_ptr.contents
     try:
         if frame.extension_start and frame.extension_start.contents.type == _FFI_METADATA:
@@ -278,11 +311,13 @@ jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(C.cast(_HANDLER, C.c_void
 
 
 def _check_lowering_cpu(ctx, status, info):
+    """The FFI custom call; aliasing status to the output keeps it in the dataflow."""
     rule = jax.ffi.ffi_lowering(_TARGET, has_side_effect=True, operand_output_aliases={0: 0})
     return rule(ctx, status, info)
 
 
 def _check_lowering_other(ctx, status, info):
+    """Other platforms: a host callback that raises (the message is not on the first line)."""
     def host(s, i):
         raise_for(s, i)
         return (s,)

@@ -36,6 +36,24 @@ consumers cannot be paired one-to-one with their factorizations (``jax.checkpoin
 rematerialisation, a consumer in a ``cond`` branch) keep at most ``GENERATIONS_KEPT``
 generations; a failing computation frees everything compiled computations own. No capacity
 ever changes a result, only whether a consumer has to refactorize.
+
+Errors: the eager impls raise the ``solvers`` exception itself; the jit callbacks never raise
+inside XLA (that would bury the message), they return a status id that
+:mod:`adjoints._jax_errors` turns into a run-time failure whose first line names the problem.
+
+Example (eager; ``adjoints.jax.solve`` is the public way in):
+
+>>> import jax.numpy as jnp, scipy.sparse as sp, linops as lo, solvers as sv
+>>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+>>> v = jnp.asarray(K.values)
+>>> spec, site = Spec(K.pattern, sv.LU()), Site()
+>>> keys = factorize(v, spec, site)
+>>> keys.shape, live() >= 1
+((1,), True)
+>>> host_solve(keys, v, jnp.array([1.0, 2.0]), spec, site).tolist()
+[0.25, 0.5]
+>>> host_solve(keys, v, jnp.array([1.0, 1.0]), spec, site, trans="T").tolist()
+[0.5, 0.125]
 """
 
 from __future__ import annotations
@@ -106,9 +124,13 @@ class _Counter:
         self.uncertain = False
         self.live: set = set()
         self.generations: deque = deque()
+        # the counter lives as long as the compiled module's lowering cache: when the module
+        # is dropped, whatever its runs left alive (a run that failed midway) goes with it
         weakref.finalize(self, _release_all, self.live)
 
     def created(self, keys) -> None:
+        """Record one run's new factorizations; an uncertain site evicts its oldest
+        generation beyond ``GENERATIONS_KEPT`` (an exact site frees through its consumers)."""
         if not self.uncertain:
             return
         with REGISTRY.lock:
@@ -118,6 +140,7 @@ class _Counter:
 
 
 def _release_all(live: set) -> None:
+    """Finalizer of a _Counter (a function of ``live`` only: it must not reference the counter)."""
     REGISTRY.release(list(live))
 
 
@@ -135,6 +158,10 @@ def _factor(values: np.ndarray, spec: Spec):
 
 
 def _factorize_host(values, spec: Spec, refs, owner, raise_errors: bool):
+    """One ``solvers.init`` per leading (vmap) index of ``values``: (keys, status, made keys).
+
+    On a failure it releases what it made and raises (eager), or, inside a callback that must
+    not raise, records the exception and leaves key 0 in the failed member's place."""
     values = np.asarray(values)
     lead = values.shape[:-1]
     keys = np.zeros(lead + (1,), np.int32)
@@ -157,6 +184,11 @@ def _factorize_host(values, spec: Spec, refs, owner, raise_errors: bool):
 
 def _solve_host(keys, values, b, spec: Spec, trans: str, nbatch: int, owner,
                 raise_errors: bool):
+    """x = op(A)⁻¹ b for every batch index: (x, status).
+
+    The ``nbatch`` leading axes of keys, values and b broadcast against each other; the
+    right-hand sides that share a key are solved together, as columns of one call. With an
+    ``owner`` (jit) each key used drops one consumer reference, failed or not."""
     keys, values, b = np.asarray(keys), np.asarray(values), np.asarray(b)
     nb = nbatch
     core = b.shape[nb:]
@@ -175,7 +207,7 @@ def _solve_host(keys, values, b, spec: Spec, trans: str, nbatch: int, owner,
                 out[idx] = np.nan
                 continue
             cache = REGISTRY.get(k)
-            if cache is None:
+            if cache is None:  # a key from another computation, or evicted: refactorize, once
                 cache = _factor(V[idx[0]], spec)
                 with REGISTRY.lock:
                     REGISTRY.stats.misses += 1
@@ -190,7 +222,7 @@ def _solve_host(keys, values, b, spec: Spec, trans: str, nbatch: int, owner,
         if raise_errors:
             raise
         status = np.asarray(record(e), np.int32)
-        out[...] = np.nan
+        out[...] = np.nan  # never read: the status check fails the computation first
     finally:
         if owner is not None:
             REGISTRY.consume(uniq, owner)
@@ -208,6 +240,7 @@ def factorize(values, spec: Spec, site: Site):
 
 
 def _factorize_impl(values, *, spec, site):
+    """Eager: factorize now; the returned key array owns the factorizations."""
     keys, _, made = _factorize_host(values, spec, None, None, raise_errors=True)
     out = jnp.asarray(keys)
     weakref.finalize(out, REGISTRY.release, made)   # the key array owns the factorizations
@@ -219,6 +252,8 @@ def _factorize_abstract(values, *, spec, site):
 
 
 def _module_counter(ctx, site: Site) -> _Counter:
+    """The counter of (site, module being lowered): kept in the module context's own cache,
+    so that it is shared by every lowering rule of one module and dies with it."""
     store = ctx.module_context.cached_primitive_lowerings
     key = ("adjoints.jax host consumers", site)
     c = store.get(key)
@@ -228,8 +263,12 @@ def _module_counter(ctx, site: Site) -> _Counter:
 
 
 def _factorize_lowering(ctx, values, *, spec, site):
+    """A side-effecting callback that factorizes with as many references as the module has
+    consumers of this site. ``counter.consumers`` is read when the callback RUNS: by then
+    every consumer of the module has been lowered and counted."""
     counter = _module_counter(ctx, site)
     counter.factorize_eqns += 1
+    # a second factorize of one site in one module (rematerialisation): refs can't be exact
     counter.uncertain |= counter.factorize_eqns > 1
     keys_aval = ctx.avals_out[0]
 
@@ -249,11 +288,13 @@ def _factorize_lowering(ctx, values, *, spec, site):
 
 
 def _factorize_jvp(primals, tangents, *, spec, site):
+    """Keys have no tangent: derivatives of a solve come from ``host_solve_p``'s JVP."""
     out = factorize_p.bind(*primals, spec=spec, site=site)
     return out, ad.Zero.from_primal_value(out)
 
 
 def _factorize_batch(args, dims, *, spec, site):
+    """vmap over values: one factorization per batch member, the batch axis first."""
     (values,), (d,) = args, dims
     return factorize_p.bind(jnp.moveaxis(values, d, 0), spec=spec, site=site), 0
 
@@ -275,6 +316,7 @@ def host_solve(keys, values, b, spec: Spec, site: Site, trans: str = "N"):
 
 
 def _solve_impl(keys, values, b, *, spec, site, trans, nbatch):
+    """Eager: solve now with the registry's cache (or refactorize on a miss)."""
     out, _ = _solve_host(keys, values, b, spec, trans, nbatch, None, raise_errors=True)
     return jnp.asarray(out)
 
@@ -286,8 +328,10 @@ def _solve_abstract(keys, values, b, *, spec, site, trans, nbatch):
 
 
 def _solve_lowering(ctx, keys, values, b, *, spec, site, trans, nbatch):
+    """A side-effecting callback that solves and drops one reference of its factorization."""
     counter = _module_counter(ctx, site)
     counter.consumers += 1
+    # a consumer in a cond branch may never run, and then its reference would never be dropped
     counter.uncertain |= any(part == "cond" or part.startswith("branch_")
                              for part in str(ctx.name_stack).split("/"))
     x_aval = ctx.avals_out[0]
@@ -306,12 +350,13 @@ def _solve_lowering(ctx, keys, values, b, *, spec, site, trans, nbatch):
 
 
 def _flip(trans: str) -> str:
+    """'N' <-> 'T' (JAX transposes never conjugate)."""
     return "T" if trans == "N" else "N"
 
 
 def _solve_jvp(primals, tangents, *, spec, site, trans, nbatch):
     keys, values, b = primals
-    _, dvalues, db = tangents
+    _, dvalues, db = tangents  # keys carry no tangent
     params = dict(spec=spec, site=site, trans=trans, nbatch=nbatch)
     x = host_solve_p.bind(keys, values, b, **params)
     rhs = None if type(db) is ad.Zero else db
@@ -325,6 +370,8 @@ def _solve_jvp(primals, tangents, *, spec, site, trans, nbatch):
 
 
 def _solve_transpose(ct, keys, values, b, *, spec, site, trans, nbatch):
+    """Transpose in b: op(A)⁻ᵀ c̄ with the same key. A's values are never the linear input:
+    the JVP above moved their tangent into the right-hand side."""
     if ad.is_undefined_primal(keys) or ad.is_undefined_primal(values):
         raise NotImplementedError("host_solve_p is linear in b only")
     aval = b.aval
@@ -336,6 +383,7 @@ def _solve_transpose(ct, keys, values, b, *, spec, site, trans, nbatch):
 
 
 def _solve_batch(args, dims, *, spec, site, trans, nbatch):
+    """vmap: one more leading batch axis on every operand (size 1 where unbatched)."""
     keys, values, b = align_batch(args, dims)
     out = host_solve_p.bind(keys, values, b, spec=spec, site=site, trans=trans,
                             nbatch=nbatch + 1)

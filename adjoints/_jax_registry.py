@@ -4,6 +4,12 @@ A factorization (a ``solvers.LinearCache``) is stored under an int32 key that tr
 JAX as an array. Each entry has an owner: ``None`` (eager: the key array owns it, through
 ``weakref.finalize``) or a per-module consumer counter (jit: ``refs`` consumers will each drop
 one reference; the last one frees it). See :mod:`adjoints._jax_host`.
+
+Why a registry and not a closure: a factorization made inside a traced computation must cross
+the XLA boundary between host callbacks, and only arrays cross it. The int32 key is that array;
+the registry is the only place that holds the ``LinearCache`` itself, so the counters here see
+every factorization that is alive. One process-wide registry, guarded by a lock (XLA may run
+callbacks on several threads). Key 0 is never issued: it marks a failed factorization.
 """
 
 from __future__ import annotations
@@ -23,6 +29,32 @@ class Stats:
     ``transpose_solves``: host solve calls with A / Aᵀ (one call may carry many columns);
     ``misses``: consumers that found no factorization and refactorized; ``live``: factorizations
     alive now; ``peak_live``: the most alive at once since the last reset.
+
+    Returned by ``adjoints.jax.stats()``. ``misses`` > 0 means a factorization was made twice
+    for one linearization point — usually ``jax.grad(jax.jit(f))``, where ``jax.jit(jax.grad(f))``
+    would share it; ``live`` that keeps growing means factorizations are kept alive by
+    something that holds their key arrays (e.g. stored ``jax.vjp`` functions).
+
+    Attributes
+    ----------
+    factorizations, forward_solves, transpose_solves, misses, live, peak_live : int
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, scipy.sparse as sp, linops as lo, adjoints.jax as adj
+    >>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+    >>> f = lambda v: adj.solve(lo.Sparse(v, K.pattern), jnp.array([1.0, 2.0])).sum()
+    >>> v = jnp.asarray(K.values)
+    >>> adj.reset_stats()
+    >>> _ = jax.jit(jax.grad(f))(v)          # forward and transpose solve share one
+    >>> s = adj.stats()
+    >>> isinstance(s, adj.Stats), s.factorizations, s.transpose_solves, s.misses
+    (True, 1, 1, 0)
+    >>> adj.reset_stats()
+    >>> _ = jax.grad(jax.jit(f))(v)          # jit inside grad: the backward pass refactorizes
+    >>> s = adj.stats()
+    >>> s.factorizations, s.misses
+    (2, 1)
     """
 
     factorizations: int = 0
@@ -34,6 +66,8 @@ class Stats:
 
 
 class _Entry:
+    """A cache, its remaining consumer references (None: owned by a key array) and its owner."""
+
     __slots__ = ("cache", "refs", "owner")
 
     def __init__(self, cache, refs, owner):
@@ -42,12 +76,15 @@ class _Entry:
 
 @dataclass
 class _Registry:
+    """Key -> _Entry, the counters, and the lock that guards both."""
+
     entries: dict = field(default_factory=dict)
     stats: Stats = field(default_factory=Stats)
     lock: Any = field(default_factory=threading.RLock)
     _next: int = 1
 
     def _key(self) -> int:
+        """The next free key in 1 .. 2³¹−2 (int32, never 0), wrapping around."""
         while True:
             k = self._next
             self._next = 1 if k >= 2**31 - 2 else k + 1
@@ -68,11 +105,13 @@ class _Registry:
             return k
 
     def get(self, k: int):
+        """The cache under key ``k``, or None (never made, freed, or evicted)."""
         with self.lock:
             e = self.entries.get(int(k))
             return None if e is None else e.cache
 
     def _drop(self, k: int) -> None:
+        """Forget key ``k`` (caller holds the lock); the cache dies with its last reference."""
         e = self.entries.pop(k, None)
         if e is not None and e.owner is not None:
             e.owner.live.discard(k)
@@ -82,6 +121,8 @@ class _Registry:
         with self.lock:
             for k in keys:
                 e = self.entries.get(int(k))
+                # another owner's entry with the same key (a key reused after a wrap-around,
+                # or an eager entry) is not this consumer's to drop
                 if e is not None and e.owner is owner and e.refs is not None:
                     e.refs -= 1
                     if e.refs <= 0:
@@ -89,6 +130,7 @@ class _Registry:
             self.stats.live = len(self.entries)
 
     def release(self, keys) -> None:
+        """Drop ``keys`` whatever their references (finalizers, evictions, failures)."""
         with self.lock:
             for k in keys:
                 self._drop(int(k))

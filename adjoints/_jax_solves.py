@@ -9,6 +9,18 @@ intermediate buffers). Failures go through :mod:`adjoints._jax_errors`: named ex
 eager, a first-line message under jit, never a silent Inf/NaN. Cost of the checks: O(n·k)
 reductions per solve; on a GPU each check is also a host callback (a small device-to-host copy
 of the status and a synchronisation point).
+
+Each ``*_factor`` returns ``b ↦ A⁻¹ b``. The factorization is made when the ``*_factor`` function
+runs (once per trace), and ``custom_linear_solve`` closes over it, so the same factors serve
+the forward solve and every tangent and cotangent solve of the returned function.
+
+The checks use ``solvers``' thresholds (``rcond_tol``, the Hermitian tolerance) so that the
+same matrix is refused, or accepted, on both paths.
+
+>>> import jax.numpy as jnp, solvers as sv
+>>> solve = dense_factor(jnp.array([[2.0, 1.0], [0.0, 4.0]]), jnp.float32, sv.LU(), None)
+>>> solve(jnp.array([1.0, 2.0], jnp.float32)).tolist()
+[0.25, 0.5]
 """
 
 from __future__ import annotations
@@ -58,7 +70,10 @@ _NO_CONVERGENCE = register_message(
 
 
 def _msg(template_id: int, **fmt) -> int:
-    """A static message with some fields filled at trace time (e.g. the algorithm's name)."""
+    """A static message with some fields filled at trace time (e.g. the algorithm's name).
+
+    Only the named fields are filled; the positional ``{0}``... stay for the run-time numbers.
+    """
     from ._jax_errors import _MESSAGES
 
     cls, text, _ = _MESSAGES[template_id]
@@ -75,11 +90,13 @@ def rcond_tol(dtype) -> float:
 
 def _first_bad(ok, x, template: int):
     """(status, info) for the first False in ``ok`` (2-D view): info = (row, col, value)."""
+    # computed whether or not anything is bad: under jit there is no branch, only a status
     ok2 = ok.reshape(ok.shape[0], -1)
     bad = ~ok2
     k = jnp.argmax(bad.reshape(-1))
     i, j = jnp.divmod(k, ok2.shape[1])
     v = x.reshape(-1)[k]
+    # info is a real array: report the component (real or imaginary part) that is not finite
     val = jnp.where(jnp.isfinite(jnp.real(v)), jnp.imag(v), jnp.real(v))  # the bad component
     real = val.dtype
     info = jnp.stack([i.astype(real), j.astype(real), val])
@@ -119,9 +136,12 @@ def dense_factor(a, dtype, alg, posdef: bool | None) -> Callable:
     every solve, tangent and cotangent of the returned function. a: (n, n); b: (n,) or (n, k)
     in ``dtype``."""
     a = a.astype(dtype)
+    # as sv.Auto for dense: Cholesky when asked, or when posdef is hinted (the Hermitian check
+    # below still runs: a wrong hint fails loudly here rather than falling back to LU)
     use_chol = isinstance(alg, sv.Cholesky) or (_is_auto(alg) and bool(posdef))
     rtol = getattr(alg, "pivot_rtol", None)
     rtol = rcond_tol(dtype) if rtol is None else float(rtol)
+    # the factors are not differentiated: custom_linear_solve differentiates through the matvec
     ac = jax.lax.stop_gradient(a)
     st, info = _first_bad(jnp.isfinite(ac), ac, _NONFINITE_A)
     ac = guard(ac, st, info)
@@ -138,7 +158,7 @@ def dense_factor(a, dtype, alg, posdef: bool | None) -> Callable:
             ac = guard(ac, st, jnp.stack([dmax, i.astype(real), j.astype(real), scale]))
         L = jnp.linalg.cholesky(ac)
         d = jnp.diagonal(L)
-        broke = ~jnp.isfinite(d)
+        broke = ~jnp.isfinite(d)  # jax returns NaNs where LAPACK would report "not posdef"
         st, info = _pivot_status(jnp.abs(d) ** 2, rtol, _msg(_SINGULAR, what="Cholesky"))
         info = jnp.where(jnp.any(broke), info.at[0].set(jnp.argmax(broke).astype(info.dtype)),
                          info)
@@ -167,6 +187,7 @@ def dense_factor(a, dtype, alg, posdef: bool | None) -> Callable:
 
 
 def _is_auto(alg) -> bool:
+    """No algorithm given, or ``sv.Auto``: the path decides."""
     return alg is None or isinstance(alg, sv.Auto)
 
 
@@ -188,6 +209,7 @@ def diagonal_factor(d, dtype, alg) -> Callable:
         def solve(_, r):
             return check_rhs(r) / dc.reshape(shape)
 
+        # symmetric: a diagonal is its own transpose, so the transpose solve is the solve
         return jax.lax.custom_linear_solve(lambda x: d.reshape(shape) * x, b, solve,
                                            symmetric=True)
 
@@ -225,6 +247,7 @@ def krylov_factor(A: lo.LinearOperator, dtype, alg, hermitian, posdef) -> Callab
         return (A @ x).astype(dtype)
 
     def matvec_t(y):   # JAX's transpose of the matvec (never conjugated), on vectors
+        # derived by JAX from the traced product: a matrix-free operator needs no Aᵀ of its own
         return jax.linear_transpose(matvec, jnp.zeros((n,), dtype))(y)[0]
 
     def run(mv, r, M):
@@ -233,6 +256,8 @@ def krylov_factor(A: lo.LinearOperator, dtype, alg, hermitian, posdef) -> Callab
 
         R = _as_2d(check_rhs(r))
         X = jax.vmap(one, in_axes=1, out_axes=1)(R)
+        # jax's Krylov solvers report no convergence flag: the true residual is the only
+        # evidence (10× slack: their own stopping test is not on the true residual)
         res = jnp.linalg.norm(R - jax.vmap(mv, in_axes=1, out_axes=1)(X), axis=0)
         bn = jnp.linalg.norm(R, axis=0)
         tol = 10 * jnp.maximum(rtol * bn, atol)
@@ -255,6 +280,7 @@ def krylov_factor(A: lo.LinearOperator, dtype, alg, hermitian, posdef) -> Callab
 
 
 def _jacobi(A, alg):
+    """The Jacobi preconditioner as a jax function, or None; others refuse (host-only)."""
     pc = getattr(alg, "precond", None)
     if pc is None:
         return None
@@ -293,6 +319,7 @@ def gpu_sparse_factor(values, pattern: lo.Pattern, dtype) -> Callable:
     vals = jax.lax.stop_gradient(values).astype(dtype)
     valsT = vals[perm]
 
+    # cuSOLVER has no batched sparse QR: vmap over the solve becomes a loop over the batch
     @jax.custom_batching.custom_vmap
     def one(v, i, p, c):
         return spsolve(v, i, p, c)

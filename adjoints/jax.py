@@ -23,6 +23,40 @@ array. JAX's convention for complex numbers applies: cotangents use the plain tr
 (``jax.test_util.check_grads`` is the judge). Failures raise the same named exceptions as the
 numpy path when eager (``solvers.SingularMatrixError``, ``solvers.NonFiniteInputError``, ...) and
 fail a jitted computation with a ``JaxRuntimeError`` whose first line names the problem.
+
+Public API: :func:`solve`, :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`.
+
+JAX conventions
+---------------
+* dtypes follow JAX: with ``jax_enable_x64`` off, float64 inputs become float32 and so does
+  the result (the singularity thresholds then are single precision's); nothing here switches
+  x64 on.
+* Put ``jax.jit`` outermost (``jax.jit(jax.grad(f))``, not ``jax.grad(jax.jit(f))``): then the
+  forward solve and the gradient's transpose solve share one factorization; the other order
+  refactorizes in the backward pass (correct, counted in ``stats().misses``).
+* A ``lo.Sparse``'s pattern is static (part of the pytree structure); its values are the
+  differentiable leaf. A BCOO/BCSR needs concrete indices (not traced).
+
+Examples
+--------
+>>> import jax, jax.numpy as jnp, scipy.sparse as sp, linops as lo, adjoints.jax as adj
+>>> A = jnp.array([[2.0, 1.0], [0.0, 4.0]])
+>>> b = jnp.array([1.0, 2.0])
+>>> adj.solve(A, b).tolist()
+[0.25, 0.5]
+>>> jax.grad(lambda b: adj.solve(A, b).sum())(b).tolist()          # b̄ = A⁻ᵀ 1
+[0.5, 0.125]
+
+Sparse: the gradient with respect to the stored values, −λᵣ u_c on the pattern, under jit:
+
+>>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+>>> f = lambda v: adj.solve(lo.Sparse(v, K.pattern), b).sum()
+>>> adj.reset_stats()
+>>> jax.jit(jax.grad(f))(jnp.asarray(K.values)).tolist()
+[-0.125, -0.25, -0.0625]
+>>> s = adj.stats()
+>>> s.factorizations, s.forward_solves, s.transpose_solves
+(1, 1, 1)
 """
 
 from __future__ import annotations
@@ -45,6 +79,8 @@ ensure_jax_pytrees()
 
 __all__ = ["solve", "matmul", "stats", "reset_stats", "Stats"]
 
+# the names solve() accepts: the solvers algorithms that have a JAX path (no AMG/PETSc/Pardiso
+# as a top-level alg: AMG runs as a preconditioner inside a host solve)
 _NAMES = {"auto": sv.Auto, "lu": sv.LU, "cholesky": sv.Cholesky, "cg": sv.CG, "gmres": sv.GMRES,
           "bicgstab": sv.BiCGStab, "woodbury": sv.Woodbury}
 
@@ -54,14 +90,43 @@ def stats() -> Stats:
     ``jax.jit`` runs): ``factorizations``, ``forward_solves``, ``transpose_solves``, ``misses``
     (refactorizations by a consumer that found none), ``live`` (alive now), ``peak_live``.
 
+    Only the sparse CPU path factorizes on the host and is counted; dense, diagonal and
+    matrix-free solves live in XLA and are not. Counters are process-wide (one registry), so
+    call :func:`reset_stats` before the computation you want to measure.
+
+    Returns
+    -------
+    Stats
+        A copy: later solves do not change it.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, scipy.sparse as sp, linops as lo
+    >>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
     >>> reset_stats(); stats().factorizations
     0
+    >>> solve(K, jnp.array([1.0, 2.0])).tolist()
+    [0.25, 0.5]
+    >>> s = stats()
+    >>> s.factorizations, s.forward_solves, s.misses
+    (1, 1, 0)
     """
     return _host.stats()
 
 
 def reset_stats() -> None:
-    """Zero the counters of :func:`stats`."""
+    """Zero the counters of :func:`stats`.
+
+    Factorizations alive now are kept (and still counted in ``live``); ``peak_live`` restarts
+    from their number.
+
+    Examples
+    --------
+    >>> reset_stats()
+    >>> s = stats()
+    >>> s.factorizations, s.forward_solves, s.transpose_solves, s.misses
+    (0, 0, 0, 0)
+    """
     _host.reset_stats()
 
 
@@ -92,16 +157,50 @@ def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
     -------
     u : jax array of shape b.shape and dtype ``result_type(A, b)``.
 
+    Raises
+    ------
+    ShapeError
+        A not square, or b not of shape (n,) / (n, k) (at trace time).
+    ValueError, TypeError
+        An unknown algorithm name or object; A or b that is not an array.
+    BackendNotSupported
+        An algorithm the chosen path does not have (a direct method for a matrix-free
+        operator, AMG/ILU preconditioning inside jax's Krylov loop).
+    solvers.SingularMatrixError, solvers.NotHermitianError, solvers.NonFiniteInputError,
+    solvers.ConvergenceError, solvers.SolveError
+        Eager: raised as in ``solvers``. Under ``jax.jit``: a ``JaxRuntimeError`` whose first
+        line is ``FAILED_PRECONDITION: solvers.SingularMatrixError: ...`` (or the other name).
+
+    Notes
+    -----
     Cost: one factorization per linearization point (sparse CPU: ``solvers.init`` on the host;
     dense: one LU in XLA), then per solve two triangular solves. ``grad``/``vjp``: + one
     transpose solve with the same factors and an O(nnz·k) SDDMM. ``jvp``/``jacfwd``: + one solve
     per tangent (vmapped tangents share one call). Adjoint (JAX convention): b̄ = A⁻ᵀū,
     Ā = −b̄ uᵀ, sampled on A's pattern when A is sparse.
 
+    Sparse matrices on a GPU are solved on the device by cuSOLVER, which keeps no factors: every
+    solve (and every tangent/cotangent solve) factorizes again. ``vmap`` over A makes one
+    factorization per batch member; over b only, one for all.
+
+    Examples
+    --------
     >>> import jax, jax.numpy as jnp
-    >>> A = jnp.array([[4.0, 1.0], [2.0, 3.0]])
-    >>> jax.grad(lambda b: solve(A, b).sum())(jnp.array([1.0, 2.0])).round(3).tolist()
-    [0.1, 0.3]
+    >>> A = jnp.array([[2.0, 1.0], [0.0, 4.0]])
+    >>> b = jnp.array([1.0, 2.0])
+    >>> jax.grad(lambda b: solve(A, b).sum())(b).tolist()       # b̄ = A⁻ᵀ 1
+    [0.5, 0.125]
+    >>> jax.grad(lambda A: solve(A, b).sum())(A).tolist()       # Ā = −b̄ uᵀ
+    [[-0.125, -0.25], [-0.03125, -0.0625]]
+    >>> jax.vmap(lambda c: solve(A, c))(jnp.eye(2)).tolist()    # rows: A⁻¹ e₀, A⁻¹ e₁
+    [[0.5, 0.0], [-0.125, 0.25]]
+
+    A singular matrix fails with a named error, also under jit:
+
+    >>> solve(jnp.array([[1.0, 2.0], [2.0, 4.0]]), b)
+    Traceback (most recent call last):
+    ...
+    solvers._errors.SingularMatrixError: dense LU (adjoints.jax): the matrix is singular ...
     """
     alg = _resolve(alg)
     b = _as_jax(b, "b")
@@ -152,13 +251,14 @@ def _factor(op, dtype, alg, hermitian=None, posdef=None) -> Callable:
         return diagonal_factor(_as_jax(op.d, "A.d"), dtype, alg)
     if isinstance(op, lo.Identity):
         return lambda b: b
-    if isinstance(op, lo.Scaled):
+    if isinstance(op, lo.Scaled):  # (c·B)⁻¹ = B⁻¹/c: B's factorization, c differentiable
         inner = _factor(op.A, dtype, alg, hermitian, posdef)
         c = jnp.asarray(op.c)
         return lambda b: (inner(b) / c).astype(dtype)
     parts = _split_low_rank(op)
     if parts is not None:
         return _woodbury(*parts, dtype, alg)
+    # anything else is used through its products only (traceable: MatrixFree, Sum, Product...)
     return krylov_factor(op, dtype, alg, hermitian, posdef)
 
 
@@ -193,6 +293,7 @@ def _split_low_rank(op):
 
 
 def _resolve(alg):
+    """An algorithm object from None (Auto), a name of ``_NAMES`` or an object with setup."""
     if alg is None:
         return sv.Auto()
     if isinstance(alg, str):
@@ -207,6 +308,7 @@ def _resolve(alg):
 
 
 def _as_jax(x, name: str):
+    """x as a jax array; integer/boolean arrays in JAX's default float (float32 without x64)."""
     try:
         x = jnp.asarray(x)
     except TypeError:
@@ -217,6 +319,7 @@ def _as_jax(x, name: str):
 
 
 def _is_plain_array(x) -> bool:
+    """A dense array (numpy, jax, a tracer) rather than an operator or a sparse matrix."""
     if _is_jax_sparse(x) or isinstance(x, lo.LinearOperator):
         return False
     import scipy.sparse as sp
@@ -248,10 +351,40 @@ def matmul(L: Any, R: Any) -> jax.Array:
     of Ȳ and X on A's pattern, O(nnz·k); never an n×n array. Dense operands on both sides
     fall back to ``jnp.matmul``.
 
-    >>> import jax.numpy as jnp, scipy.sparse as sp
-    >>> A = lo.Sparse.from_scipy(sp.eye(2, format="csr"))
-    >>> matmul(A, jnp.array([1.0, 2.0])).tolist()
-    [1.0, 2.0]
+    Parameters
+    ----------
+    L, R : sparse operator or dense array
+        One of them ``lo.Sparse`` (jax values; the pattern static) or a BCOO/BCSR; the other a
+        dense array of shape (n,) or (n, k) on the right, (n,) or (m, n) on the left.
+
+    Returns
+    -------
+    Y : jax array
+        Of shape (m,) / (m, k) for A @ X, (n,) / (m, n) for X @ A.
+
+    Raises
+    ------
+    ShapeError
+        The shapes do not chain.
+    TypeError
+        Both operands are sparse.
+
+    Notes
+    -----
+    ``X @ A`` runs as (Aᵀ Xᵀ)ᵀ on the transposed pattern (computed once per pattern), so both
+    orders are a gather and a segment sum, and both differentiate to an SDDMM on A's pattern.
+    The cotangents follow JAX's convention (plain transposes, no conjugation).
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, scipy.sparse as sp
+    >>> A = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+    >>> x = jnp.array([1.0, 2.0])
+    >>> matmul(A, x).tolist(), matmul(x, A).tolist()              # A x and xᵀ A
+    ([4.0, 8.0], [2.0, 9.0])
+    >>> v = jnp.asarray(A.values)
+    >>> jax.grad(lambda v: matmul(lo.Sparse(v, A.pattern), x).sum())(v).tolist()   # x_c
+    [1.0, 2.0, 2.0]
     """
     l_sp, r_sp = _sparse_operand(L), _sparse_operand(R)
     if l_sp and r_sp:
@@ -269,14 +402,16 @@ def matmul(L: Any, R: Any) -> jax.Array:
     X = _as_jax(L, "X")
     if X.ndim not in (1, 2) or X.shape[-1] != A.shape[0]:
         raise ShapeError(f"X @ A with X.shape={tuple(X.shape)} but A.shape={A.shape}")
-    Xt = X.T if X.ndim == 2 else X
+    Xt = X.T if X.ndim == 2 else X  # X @ A = (Aᵀ Xᵀ)ᵀ: one primitive, trans="T"
     Y = spmm(_as_jax(A.values, "A.values"), Xt, A.pattern, "T")      # Yᵀ = Aᵀ Xᵀ
     return Y.T if X.ndim == 2 else Y
 
 
 def _plain(x):
+    """A Dense operator's array (for the dense-dense fallback)."""
     return x.a if isinstance(x, lo.Dense) else x
 
 
 def _sparse_operand(x) -> bool:
+    """``lo.Sparse`` or a jax sparse matrix: the operand whose values get an SDDMM cotangent."""
     return isinstance(x, lo.Sparse) or _is_jax_sparse(x)

@@ -1,9 +1,79 @@
 """solvers: LinearProblem -> init (factorize once) -> solve / solve_adjoint / solve_transpose.
 
+A problem is A and b. ``init`` does the expensive part once — a factorization, or a
+preconditioner for an iterative method — and returns a cache that solves with A, with Aᴴ (the
+solve a gradient needs) and with Aᵀ, all from the SAME factors; counters prove it. ``solve``
+is ``init`` plus one solve, with the algorithm picked for you by default. Every operator of
+``linops`` (dense, sparse, diagonal, low-rank sums, matrix-free) and every array backend
+(numpy/scipy, cupy, jax) goes through the same calls.
+
+Problem and results
+-------------------
+LinearProblem(A, b, hermitian=, posdef=)   A u = b; A and b are snapshotted; hints for Auto
+init(prob, alg=None)                       factorize once -> LinearCache
+solve(prob, alg=None, throw=True)          init + one solve -> Solution
+Solution                                   u, status, stats, cache, generation, current
+LinearCache                                solve(b), solve_adjoint(c), solve_transpose(c),
+                                           update(A=, b=), as_operator(), u, kind, generation
+Stats                                      factorizations, numeric_refactorizations, solves,
+                                           adjoint_solves, transpose_solves, iterations, times
+Status                                     SUCCESS, ACCURACY_LIMIT, SINGULAR, NOT_HERMITIAN,
+                                           MAX_ITERATIONS, STAGNATION, BREAKDOWN, NONFINITE,
+                                           NONFINITE_INPUT (``status.ok``, ``status.message``)
+
+Algorithms (pass as ``alg``; or a name: ``"lu"``, ``"cg"``, ...)
+----------------------------------------------------------------
+Auto()                     the default: picks from A's structure and the hints (see its table)
+LU(pivot_rtol=)            LAPACK dense / SuperLU sparse; any square A
+Cholesky(pivot_rtol=)      Hermitian positive definite; dense or CHOLMOD (cholmod_available())
+CG, MINRES                 Krylov, Hermitian (positive definite / indefinite) A
+GMRES, BiCGStab            Krylov, general A (``rtol``, ``atol``, ``maxiter``, ``x0``,
+                           ``precond``)
+Woodbury(base)             B + U Vᴴ from B's factorization and a k×k system
+DiagonalSolve()            Diagonal / Identity: division
+Pardiso(posdef=)           Intel MKL PARDISO (optional: ``pip install "linops[pardiso]"``)
+PETSc(ksp_type=, pc_type=)  PETSc KSP + PC over MPI, with checked transposed solves (optional)
+cholmod_available()        whether sparse Cholesky (scikit-sparse) is installed
+
+Preconditioners (``precond=`` of a Krylov method)
+-------------------------------------------------
+AMG(kind="sa" | "rs")      algebraic multigrid (pyamg; numpy only); also a solver of its own
+ILU(drop_tol, fill_factor)  incomplete LU (numpy, cupy)
+Jacobi()                   diag(A)⁻¹ (every backend, lazy operators too)
+
+Errors and warnings
+-------------------
+SolveError                 base of every solve failure (``status`` says which); ``throw=False``
+                           returns these as a Status instead
+SingularMatrixError        a zero or tiny pivot, or not positive definite
+NotHermitianError          Cholesky of a non-Hermitian A (hints never switch the check off)
+NonFiniteInputError        NaN/Inf in A or a right-hand side
+ConvergenceError           an iterative method missed its tolerance (``history``, ``iterate``)
+StaleSolutionError         a Solution used after ``update`` replaced its A
+HintWarning                a hint that does not hold; the solve used LU instead
+BackendNotSupported        a method or dtype the arrays' backend lacks (names the alternative)
+TransposeNotSupportedError  a PETSc combination whose transposed solve is known to be wrong
+
+Notes
+-----
+State and snapshots: A and b are snapshotted when the problem is built, so editing your arrays
+afterwards never reaches a cache; change A with ``cache.update(A=...)`` (a numeric
+refactorization on the same pattern), which also bumps ``cache.generation`` so that old
+solutions are refused by pullbacks. (This replaced the ``check_mutation=`` option of earlier
+versions.) A failure leaves the cache as it was. Iterative results are accepted on the true
+residual only (``solvers._krylov``).
+
+Examples
+--------
 >>> import numpy as np, solvers as sv
 >>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]])), sv.LU())
 >>> cache.solve(np.array([1.0, 2.0])).round(3).tolist(), cache.stats.factorizations
 ([0.1, 0.6], 1)
+>>> cache.solve_adjoint(np.array([1.0, 1.0])).round(3).tolist()    # Aᴴ λ = c, same factors
+[0.1, 0.3]
+>>> sol = sv.solve(sv.LinearProblem(np.array([[4.0, 1.0], [1.0, 3.0]]), [1.0, 2.0], posdef=True))
+>>> sol.cache.kind, sol.status.name, sol.u.round(4).tolist()
+('dense Cholesky', 'SUCCESS', [0.0909, 0.6364])
 """
 
 from ._auto import Auto as Auto
@@ -37,3 +107,17 @@ from ._problem import LinearProblem as LinearProblem
 from ._woodbury import Woodbury as Woodbury
 from ._petsc import PETSc as PETSc
 from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError
+
+__all__ = [
+    # problem and results
+    "LinearProblem", "init", "solve", "Solution", "LinearCache", "Stats", "Status",
+    # algorithms
+    "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
+    "Pardiso", "PETSc", "cholmod_available",
+    # preconditioners
+    "AMG", "ILU", "Jacobi",
+    # errors and warnings
+    "SolveError", "SingularMatrixError", "NotHermitianError", "NonFiniteInputError",
+    "ConvergenceError", "StaleSolutionError", "HintWarning", "BackendNotSupported",
+    "TransposeNotSupportedError",
+]

@@ -1,5 +1,11 @@
 """Auto: pick the algorithm from the operator's structure and the problem's hints; and the
-names accepted wherever an algorithm is expected (``sv.solve(prob, "lu")``)."""
+names accepted wherever an algorithm is expected (``sv.solve(prob, "lu")``).
+
+An algorithm is any object with ``setup(A, prob) -> factor``; the factor has
+``solve(B, trans)`` (trans 'N', 'H' or 'T', B of shape (n, k)), ``refactor(A)`` (same
+structure), an ``iterations`` counter and optionally ``kind`` and ``last_status``. That small
+protocol is what ``LinearCache`` relies on, and what ``Auto`` and ``Woodbury`` compose.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +47,45 @@ class Auto:
     n = 10⁴ on the Q4 Poisson family (CPU time of factorization + two solves, one thread: at
     n = 2·10⁴ 91 ms vs CHOLMOD 229 ms, 158 ms vs SuperLU 216 ms; at 8·10⁴ 465 vs 770 ms and
     655 vs 1080 ms); below 5·10³ its analysis overhead loses. 2·10⁴ keeps a margin.
+
+    Parameters
+    ----------
+    iterative_min : int
+        Sparse Hermitian positive definite problems larger than this go to CG + AMG (a direct
+        factorization's fill grows faster than n). Default 2·10⁶.
+    dense_max : int
+        Lazy operators up to this size are densified and factorized (LAPACK) instead of
+        solved iteratively. Default 0: never.
+    rtol : float or None
+        The tolerance of the iterative methods Auto picks (1e-10: gradients are only as
+        accurate as the solves). None: the precision's default.
+    pardiso_min : int
+        Sparse problems from this size use PARDISO when it is installed (see above).
+
+    Notes
+    -----
+    The choice depends on what is installed (PARDISO, CHOLMOD) and on the backend (no AMG on
+    cupy/jax, no PARDISO off the host): read ``cache.kind`` after ``init`` to see it, or call
+    :meth:`choose`. ``Auto`` passes the problem's hints on, so ``Pardiso`` picks its positive
+    definite type and Krylov methods their Hermitian variants. Adjoint solves always reuse
+    whatever was chosen.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo, solvers as sv
+    >>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> prob = sv.LinearProblem(A, np.ones(50), posdef=True)
+    >>> type(sv.Auto().choose(lo.Diagonal(np.ones(3)))).__name__
+    'DiagonalSolve'
+    >>> alg = sv.Auto(iterative_min=10).choose(prob.A, prob)     # a "large" problem
+    >>> type(alg).__name__, type(alg.precond).__name__
+    ('CG', 'AMG')
+    >>> sol = sv.solve(prob, sv.Auto(iterative_min=10))
+    >>> sol.status.name, sol.cache.kind.split(":")[0]
+    ('SUCCESS', 'CG + AMG(sa)')
+    >>> sv.solve(sv.LinearProblem(np.array([[4.0, 1.0], [1.0, 3.0]]), [1.0, 2.0],
+    ...                           posdef=True)).cache.kind
+    'dense Cholesky'
     """
 
     iterative_min: int = 2_000_000
@@ -49,12 +94,34 @@ class Auto:
     pardiso_min: int = 20_000
 
     def choose(self, A: lo.LinearOperator, prob=None):
+        """The algorithm these rules pick for A and the problem's hints (nothing is set up).
+
+        Parameters
+        ----------
+        A : lo.LinearOperator
+        prob : LinearProblem, optional
+            Its ``hermitian``/``posdef`` hints; None: no hints.
+
+        Returns
+        -------
+        algorithm
+            ``DiagonalSolve()``, ``Woodbury(Auto(...))``, ``Cholesky()``, ``LU()``,
+            ``CG(rtol, precond=AMG())``, ``Pardiso(posdef=...)``, ``CG(rtol)`` or
+            ``GMRES(rtol)``.
+
+        Warns
+        -----
+        HintWarning
+            A hint says Hermitian (or positive definite) but A is not: LU is chosen instead.
+        """
         posdef = bool(prob is not None and prob.posdef)
         hermitian = bool(prob is not None and prob.hermitian)
         if isinstance(A, (lo.Diagonal, lo.Identity)):
             return DiagonalSolve()
         if split_low_rank(A) is not None:
             return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min))
+        # verify a hint only where it steers the choice and the check is cheap (stored entries);
+        # a lazy operator's hint goes to CG unchecked, and CG's true-residual test catches it
         stored = isinstance(A, (lo.Dense, lo.Sparse)) or A.shape[0] <= self.dense_max
         if (posdef or hermitian) and stored and not is_hermitian(A):
             warn_caller(f"the problem says hermitian={prob.hermitian}, posdef={prob.posdef} but "
@@ -78,6 +145,7 @@ class Auto:
         return GMRES(rtol=self.rtol)
 
     def setup(self, A, prob):
+        """``self.choose(A, prob).setup(A, prob)``: the chosen algorithm's factor."""
         return self.choose(A, prob).setup(A, prob)
 
 
@@ -90,9 +158,34 @@ def _have_pardiso() -> bool:
 @dataclass(frozen=True)
 class DiagonalSolve:
     """x = b / d for a Diagonal (or Identity) operator: exact, O(n) per solve; adjoint divides by
-    conj(d). A zero diagonal entry raises SingularMatrixError naming it."""
+    conj(d). A zero diagonal entry raises SingularMatrixError naming it.
+
+    ``sv.Auto`` picks it for every ``lo.Diagonal`` and ``lo.Identity``. Setup: one O(n) scan for
+    zeros (exact zeros only: a tiny entry is a valid, if ill-conditioned, diagonal). Transpose
+    solves divide by d itself. ``update`` just rescans.
+
+    Raises
+    ------
+    TypeError
+        A is not a ``lo.Diagonal``/``lo.Identity`` (at ``init``).
+    SingularMatrixError
+        A zero on the diagonal (at ``init``).
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo, solvers as sv
+    >>> d = np.array([2.0, 2.0 + 2.0j])
+    >>> cache = sv.init(sv.LinearProblem(lo.Diagonal(d)), sv.DiagonalSolve())
+    >>> cache.solve(np.ones(2)), cache.solve_adjoint(np.ones(2))          # 1/d and 1/conj(d)
+    (array([0.5 +0.j  , 0.25-0.25j]), array([0.5 +0.j  , 0.25+0.25j]))
+    >>> sv.init(sv.LinearProblem(lo.Diagonal(np.array([2.0, 0.0]))))
+    Traceback (most recent call last):
+    ...
+    solvers._errors.SingularMatrixError: the diagonal matrix has a zero at A[1, 1]; it is singular
+    """
 
     def setup(self, A, prob):
+        """The O(n) 'factorization': the diagonal, checked for zeros."""
         if not isinstance(A, (lo.Diagonal, lo.Identity)):
             raise TypeError(f"DiagonalSolve needs a lo.Diagonal or lo.Identity operator, got "
                             f"{type(A).__name__}; wrap the diagonal with lo.Diagonal(d) or use "
@@ -125,7 +218,7 @@ class _DiagonalFactor:
     def solve(self, B, trans: str):
         xp = self.be.xp if self.d is not None else None
         if self.d is None:
-            return B * 1
+            return B * 1  # a copy: u must never alias the right-hand side
         d = self.d if trans == "N" else (xp.conj(self.d) if trans == "H" else self.d)
         return B / d[:, None]
 
@@ -134,6 +227,7 @@ class _DiagonalFactor:
 
 
 def _algorithms() -> dict:
+    """Name -> algorithm class; the optional backends only when their module imports."""
     from . import _direct, _krylov, _precond
 
     table = {"auto": Auto, "lu": _direct.LU, "cholesky": _direct.Cholesky, "cg": _krylov.CG,

@@ -3,6 +3,23 @@ tolerances, right-hand-side casting, finiteness checks and the Hermitian check.
 
 All backend-specific calls go through ``linops.internals.Backend`` (the table); nothing here
 branches on the backend.
+
+The thresholds that make "singular", "Hermitian" and "converged" mean the same in every
+algorithm live here, each scaled to the working precision:
+
+================  ====================  ====================  =================================
+                  double (f64, c128)    single (f32, c64)     used by
+================  ====================  ====================  =================================
+rcond_tol         1e3·eps ≈ 2.2e-13     1e2·eps ≈ 1.2e-5      pivot / condition checks
+hermitian_tol     1e-10                 1e-4                  Cholesky, Auto's hint check
+default_rtol      1e-8                  1e-5                  Krylov methods with rtol=None
+================  ====================  ====================  =================================
+
+>>> import numpy as np
+>>> round(rcond_tol(np.float64) / np.finfo(np.float64).eps), hermitian_tol(np.complex64)
+(1000, 0.0001)
+>>> precision(np.int64), default_rtol(np.float32)            # integers work in float64
+(dtype('float64'), 1e-05)
 """
 
 from __future__ import annotations
@@ -31,10 +48,12 @@ def precision(dtype) -> np.dtype:
 
 
 def eps(dtype) -> float:
+    """Machine epsilon of the working precision of ``dtype``."""
     return float(np.finfo(precision(dtype)).eps)
 
 
 def is_single(dtype) -> bool:
+    """True when ``dtype`` works in single precision (float32, complex64)."""
     return precision(dtype) in SINGLE
 
 
@@ -57,7 +76,7 @@ def default_rtol(dtype) -> float:
 def cast_rhs(B, factor_dtype):
     """B in the factor's precision (a complex B stays complex; see ``split_complex``)."""
     fd = precision(factor_dtype)
-    if np.dtype(B.dtype).kind == "c" and fd.kind != "c":
+    if np.dtype(B.dtype).kind == "c" and fd.kind != "c":  # keep the imaginary part
         target = np.result_type(fd, np.complex64)
     else:
         target = fd
@@ -77,6 +96,7 @@ def split_complex(fn, B, factor_dtype):
 
 
 def as_dense_array(A: lo.LinearOperator):
+    """A's array without a copy for Dense; ``lo.to_dense`` (size-limited) otherwise."""
     if isinstance(A, lo.Dense):
         return A.a
     return lo.to_dense(A)
@@ -88,6 +108,7 @@ def finite_or_raise(x, name: str) -> None:
     ok = be.xp.isfinite(x)
     if bool(be.xp.all(ok)):
         return
+    # the slow path runs only on failure, so it may move the mask to the host to name the entry
     bad = np.flatnonzero(~to_numpy(ok).reshape(-1))
     k = int(bad[0])
     idx = np.unravel_index(k, tuple(x.shape))
@@ -100,7 +121,7 @@ def finite_or_raise(x, name: str) -> None:
 def check_finite_operator(A: lo.LinearOperator) -> None:
     """NonFiniteInputError naming the first NaN/Inf stored in A (its row and column for Sparse)."""
     for a in array_leaves(A, patterns=False):
-        if not np.issubdtype(np.dtype(a.dtype), np.inexact):
+        if not np.issubdtype(np.dtype(a.dtype), np.inexact):  # integers are always finite
             continue
         be = backend_of(a)
         if bool(be.xp.all(be.xp.isfinite(a))):
@@ -120,6 +141,8 @@ def hermitian_defect(A: lo.LinearOperator) -> tuple[float, float, tuple[int, int
         v = to_numpy(A.values)
         scale = float(np.abs(v).max(initial=0.0))
         AH = A.adjoint()
+        # same pattern: compare values entry by entry in O(nnz); otherwise an unmatched entry is
+        # a defect of its own size, and scipy's difference finds it
         if AH.pattern != A.pattern:
             S = A.to_scipy()
             D = (S - S.conj().T).tocoo()
@@ -138,6 +161,7 @@ def hermitian_defect(A: lo.LinearOperator) -> tuple[float, float, tuple[int, int
 
 
 def is_hermitian(A: lo.LinearOperator) -> bool:
+    """max|A − Aᴴ| ≤ ``hermitian_tol``·max|A| (the test of ``require_hermitian``, as a bool)."""
     defect, scale, _ = hermitian_defect(A)
     return defect <= hermitian_tol(A.dtype) * max(scale, 1e-300)
 

@@ -1,4 +1,22 @@
-"""Status enum, exceptions and warnings. Messages say what to do next."""
+"""Status enum, exceptions and warnings. Messages say what to do next.
+
+Every failure of a solve is one :class:`Status` and one exception class::
+
+    RuntimeError
+    └── SolveError                       status: why (the cache that raised stays usable)
+        ├── SingularMatrixError          Status.SINGULAR
+        ├── NotHermitianError            Status.NOT_HERMITIAN     (also a ValueError)
+        ├── NonFiniteInputError          Status.NONFINITE_INPUT   (also a ValueError)
+        └── ConvergenceError             Status.MAX_ITERATIONS / STAGNATION / BREAKDOWN / ...
+    RuntimeError
+    └── StaleSolutionError               a solution used after ``update`` replaced its A
+    UserWarning
+    └── HintWarning                      a ``hermitian=``/``posdef=`` hint that does not hold
+    BackendNotSupported                  (linops') a capability or dtype a backend lacks
+
+``sv.solve(..., throw=False)`` turns every :class:`SolveError` into a returned ``Status``;
+the others are raised whatever ``throw`` says (they are programming errors, not outcomes).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +27,39 @@ from linops.internals import BackendNotSupported as BackendNotSupported
 
 class Status(enum.Enum):
     """How a solve ended. ``SUCCESS`` and ``ACCURACY_LIMIT`` are results; the rest are failures
-    (raised as the matching :class:`SolveError`, or returned with ``throw=False``)."""
+    (raised as the matching :class:`SolveError`, or returned with ``throw=False``).
+
+    Each member's value is its message, which says what to do next (``status.message``).
+
+    ===============  ===========================================================================
+    SUCCESS          solved; for iterative methods the TRUE residual ‖b − A u‖ met the tolerance
+    ACCURACY_LIMIT   accepted although above the tolerance: the residual is at the rounding level
+                     of the precision (see the acceptance policy in ``solvers._krylov``)
+    SINGULAR         a zero or tiny pivot (``pivot_rtol``), or a matrix that is not positive
+                     definite for Cholesky; raised as :class:`SingularMatrixError`
+    NOT_HERMITIAN    Cholesky or ``Pardiso(posdef=True)`` found A − Aᴴ too large;
+                     :class:`NotHermitianError`
+    MAX_ITERATIONS   an iterative method ran out of ``maxiter``; :class:`ConvergenceError`
+    STAGNATION       it claimed convergence, the true residual disagrees and restarts do not
+                     help; :class:`ConvergenceError`
+    BREAKDOWN        a Krylov breakdown (zero inner product, an indefinite preconditioner);
+                     :class:`ConvergenceError` (and the default of a bare :class:`SolveError`)
+    NONFINITE        the solve produced NaN/Inf (singular or badly scaled A)
+    NONFINITE_INPUT  A or the right-hand side holds NaN/Inf; :class:`NonFiniteInputError`
+    ===============  ===========================================================================
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> sol = sv.solve(sv.LinearProblem(np.array([[1.0, 2.0], [2.0, 4.0]]), [1.0, 1.0]),
+    ...                throw=False)
+    >>> sol.status.name, sol.status.ok, sol.u is None
+    ('SINGULAR', False, True)
+    >>> sol.status.message.split(";")[0]
+    'the matrix is singular to working precision (zero or tiny pivot)'
+    >>> [s.name for s in sv.Status if s.ok]
+    ['SUCCESS', 'ACCURACY_LIMIT']
+    """
 
     SUCCESS = "solved to the requested tolerance"
     ACCURACY_LIMIT = ("accepted at the limit of attainable accuracy: the true residual is above "
@@ -35,6 +85,7 @@ class Status(enum.Enum):
 
     @property
     def message(self) -> str:
+        """What happened and what to do next (the member's value)."""
         return self.value
 
     @property
@@ -44,7 +95,36 @@ class Status(enum.Enum):
 
 
 class SolveError(RuntimeError):
-    """A solve failed. ``status`` says why; the cache that raised it stays usable."""
+    """A solve failed. ``status`` says why; the cache that raised it stays usable.
+
+    The base class of every failure that ``sv.solve(..., throw=False)`` turns into a returned
+    :class:`Status`: catch it to handle all of them. A failed ``init`` leaves nothing behind; a
+    failed ``cache.solve``/``update`` leaves the cache exactly as it was before the call.
+
+    Parameters
+    ----------
+    message : str
+        What happened, with the numbers, and what to do next.
+    status : Status, optional
+        Overrides the class's status (a bare ``SolveError`` says ``Status.BREAKDOWN``; the
+        solvers raise it with ``Status.NONFINITE`` when a solve produced NaN/Inf).
+
+    Attributes
+    ----------
+    status : Status
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]])))
+    >>> try:
+    ...     cache.solve(np.array([1.0, np.inf]))
+    ... except sv.SolveError as e:
+    ...     print(type(e).__name__, e.status.name)
+    NonFiniteInputError NONFINITE_INPUT
+    >>> cache.solve(np.array([1.0, 2.0])).round(3).tolist()    # still usable
+    [0.1, 0.6]
+    """
 
     status = Status.BREAKDOWN
 
@@ -55,19 +135,63 @@ class SolveError(RuntimeError):
 
 
 class SingularMatrixError(SolveError):
-    """The factorization hit a zero/tiny pivot or the matrix is not positive definite."""
+    """The factorization hit a zero/tiny pivot or the matrix is not positive definite.
+
+    Raised by ``init`` (or ``update``) for LU, Cholesky, Pardiso, ILU, DiagonalSolve and the
+    Woodbury capacitance. "Tiny" is relative: a pivot (or, for SuperLU, a reciprocal condition
+    estimate) at most ``pivot_rtol``·max|pivot| — by default 1e3·eps in double precision and
+    1e2·eps in single — so a matrix with fewer than about three correct digits left in its
+    solution is refused rather than solved. ``pivot_rtol=0`` switches the check off. The
+    message names the pivot and the ratio. ``status``: ``Status.SINGULAR``.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> sv.init(sv.LinearProblem(np.array([[1.0, 2.0], [2.0, 4.0]])), sv.LU())
+    Traceback (most recent call last):
+    ...
+    solvers._errors.SingularMatrixError: LU: the matrix is singular ...: pivot 1 is 0 ...
+    """
 
     status = Status.SINGULAR
 
 
 class NotHermitianError(SolveError, ValueError):
-    """An algorithm that needs a Hermitian matrix (Cholesky) got one that is not."""
+    """An algorithm that needs a Hermitian matrix (Cholesky) got one that is not.
+
+    The check is max|A − Aᴴ| ≤ tol·max|A| (tol 1e-10 in double precision, 1e-4 in single),
+    O(nnz) for a sparse A; the message gives the largest defect and where it is. The problem's
+    ``hermitian=``/``posdef=`` hints never switch it off (``sv.Auto`` warns and uses LU instead;
+    an explicit ``sv.Cholesky()`` raises this). Also a ``ValueError``. ``status``:
+    ``Status.NOT_HERMITIAN``.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]), posdef=True), sv.Cholesky())
+    Traceback (most recent call last):
+    ...
+    solvers._errors.NotHermitianError: Cholesky needs a Hermitian matrix, ... at (0, 1) ...
+    """
 
     status = Status.NOT_HERMITIAN
 
 
 class NonFiniteInputError(SolveError, ValueError):
-    """A or a right-hand side contains NaN or Inf; the message names the first offending entry."""
+    """A or a right-hand side contains NaN or Inf; the message names the first offending entry.
+
+    A is checked once by ``init``/``update`` (O(nnz)), every right-hand side by its solve
+    (O(n·k)); ``check_finite=False`` skips both. Also a ``ValueError``. ``status``:
+    ``Status.NONFINITE_INPUT``.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> sv.init(sv.LinearProblem(np.array([[4.0, np.nan], [2.0, 3.0]])))
+    Traceback (most recent call last):
+    ...
+    solvers._errors.NonFiniteInputError: A contains nan at index (0, 1) (1 non-finite entries); ...
+    """
 
     status = Status.NONFINITE_INPUT
 
@@ -78,6 +202,30 @@ class ConvergenceError(SolveError):
     ``history``: the residual norms relative to ‖b‖ that the method reported (GMRES: its
     preconditioned residual per inner iteration; the others report none), followed by the true
     relative residual of the final iterate. ``iterate``: the last iterate (not a solution).
+
+    ``status`` says which way it stopped: ``MAX_ITERATIONS`` (out of ``maxiter``),
+    ``STAGNATION`` (the method claimed convergence but the true residual disagrees and
+    restarts did not help), ``BREAKDOWN`` or ``NONFINITE``. See the acceptance policy in
+    ``solvers._krylov``. With ``sv.solve(..., throw=False)`` the iterate is dropped: a
+    Solution never carries an unconverged ``u``.
+
+    Parameters
+    ----------
+    message : str
+    history : sequence of float
+    iterate : array, optional
+    status : Status, optional
+        Default ``Status.MAX_ITERATIONS``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> try:
+    ...     sv.solve(sv.LinearProblem(A, np.ones(50)), sv.CG(maxiter=5))
+    ... except sv.ConvergenceError as e:
+    ...     print(e.status.name, round(e.history[-1], 2), e.iterate.shape)
+    MAX_ITERATIONS 4.1 (50,)
     """
 
     status = Status.MAX_ITERATIONS
@@ -90,11 +238,44 @@ class ConvergenceError(SolveError):
 
 class StaleSolutionError(RuntimeError):
     """A solution is used with a cache whose A has changed since (``update``), so the pair
-    (solution, factorization) would mix two matrices. Solve again, then pull back."""
+    (solution, factorization) would mix two matrices. Solve again, then pull back.
+
+    Raised by ``adjoints.solve_pullback`` for a :class:`Solution` whose ``generation`` is not
+    the cache's any more (``sol.current`` is False), or for a cache whose ``u`` was forgotten
+    by ``update``. Not a :class:`SolveError`: it is a misuse, raised whatever ``throw`` says.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv, adjoints as ad
+    >>> sol = sv.solve(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]), [1.0, 2.0]))
+    >>> _ = sol.cache.update(A=np.array([[5.0, 1.0], [2.0, 3.0]]))
+    >>> sol.current
+    False
+    >>> ad.solve_pullback(sol, np.ones(2))
+    Traceback (most recent call last):
+    ...
+    solvers._errors.StaleSolutionError: this solution was computed for an earlier A ...
+    """
 
 
 class HintWarning(UserWarning):
-    """A hint (``hermitian=``, ``posdef=``) does not hold for A; the solve ignored it."""
+    """A hint (``hermitian=``, ``posdef=``) does not hold for A; the solve ignored it.
+
+    Issued by ``sv.Auto`` and ``sv.Pardiso`` where a hint would choose an algorithm that needs a
+    Hermitian A (Cholesky, CG, PARDISO's positive definite types) but A is not Hermitian: they
+    use LU instead, so a wrong hint costs speed, never correctness. The warning points at your
+    line (the first frame outside linops/solvers). Turn it into an error with
+    ``warnings.simplefilter("error", sv.HintWarning)``.
+
+    Examples
+    --------
+    >>> import warnings, numpy as np, solvers as sv
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]), posdef=True))
+    >>> w[0].category.__name__, cache.kind
+    ('HintWarning', 'dense LU')
+    """
 
 
 def warn_caller(message: str, category: type[Warning]) -> None:
@@ -103,6 +284,7 @@ def warn_caller(message: str, category: type[Warning]) -> None:
     import sys
     import warnings
 
+    # the packages whose frames are skipped: a warning about the user's hint belongs on their line
     ours = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in
                  (sys.modules["linops"], sys.modules["solvers"]) if getattr(m, "__file__", None))
     frame, level = sys._getframe(1), 2  # stacklevel 2 is our caller

@@ -28,6 +28,23 @@ Adjoint solves (Aᴴλ = c): CG and MINRES (Hermitian A) run the same method wit
 preconditioner. GMRES and BiCGStab run on the exact adjoint of the forward preconditioned
 operator: Aᴴ Mᴴ y = c, λ = Mᴴ y (right preconditioning with Mᴴ), so they converge like the
 forward solve and test the true adjoint residual. Transpose solves are conj(Aᴴ-solve(conj c)).
+
+Each column of a right-hand side (n, k) is a separate run; a complex right-hand side of a real
+problem is solved as its real and imaginary parts. ``cache.stats.iterations`` counts the
+iterations of every run (restarts and failed runs included).
+
+Examples
+--------
+In single precision a tolerance of 1e-12 is out of reach; the result is accepted at the limit
+of attainable accuracy and says so:
+
+>>> import numpy as np, scipy.sparse as sp, solvers as sv
+>>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr", dtype=np.float32)
+>>> sol = sv.solve(sv.LinearProblem(A, np.ones(50, np.float32)), sv.GMRES(rtol=1e-12))
+>>> sol.status.name, sol.u.dtype
+('ACCURACY_LIMIT', dtype('float32'))
+>>> bool(np.linalg.norm(A @ sol.u - 1) <= 1e-4 * np.sqrt(50))
+True
 """
 
 from __future__ import annotations
@@ -44,8 +61,8 @@ from linops.internals import is_array, to_numpy
 from ._backend import backend_of_problem, default_rtol, eps, precision, split_complex
 from ._errors import ConvergenceError, Status
 
-RESTARTS = 4
-ATTAINABLE = 16.0
+RESTARTS = 4       # restarts after a convergence claim the true residual denies (step 3)
+ATTAINABLE = 16.0  # c in the attainable-accuracy bound c·√n·eps·(‖|A||x|‖ + ‖b‖) (step 4)
 
 
 def default_maxiter(n: int) -> int:
@@ -54,6 +71,8 @@ def default_maxiter(n: int) -> int:
 
 
 def _check_spec(spec) -> None:
+    """Validate (and normalise: atol None -> 0, a list x0 -> array) a Krylov or AMG spec at
+    construction, so that a bad option fails where it was written, not at the first solve."""
     if spec.atol is None:  # as scipy: None means the default (no absolute floor)
         object.__setattr__(spec, "atol", 0.0)
     x0 = getattr(spec, "x0", None)
@@ -76,6 +95,8 @@ def _check_spec(spec) -> None:
 
 @dataclass(frozen=True)
 class _Krylov:
+    """The options every Krylov method shares; ``setup`` builds the preconditioner once."""
+
     rtol: float | None = None
     atol: float = 0.0
     maxiter: int | None = None
@@ -88,6 +109,7 @@ class _Krylov:
         _check_spec(self)
 
     def setup(self, A, prob):
+        """Build the preconditioner (if any) for A; nothing else is precomputed."""
         return _KrylovFactor(self, A, prob)
 
 
@@ -99,12 +121,37 @@ _COMMON_DOC = """
         1e-5 in single. See the acceptance policy in ``solvers._krylov`` (results at the limit of
         attainable accuracy are returned with ``Status.ACCURACY_LIMIT``).
     maxiter : int, optional
-        Total iterations (products with A) allowed per right-hand side{restart_note};
-        default 10·n, at most 20 000.
+        Total iterations (products with A) allowed per right-hand side; default 10·n, at most
+        20 000.{restart_note}
     x0 : array, optional
         Initial guess for forward solves (adjoint solves start from zero).
     precond : sv.AMG(), sv.ILU() or sv.Jacobi(), optional
-        Set up once, at ``init``; {precond_note}
+        Set up once, at ``init``. {precond_note}
+
+    Raises
+    ------
+    ValueError
+        At construction: a negative or non-finite ``rtol``/``atol``, a ``maxiter`` that is not
+        a positive integer{restart_raise}.
+    TypeError
+        At construction: an ``x0`` that is not an array.
+    ShapeError
+        At ``init``: ``x0`` not of shape (n,).
+    BackendNotSupported
+        At ``init``: the method (or the preconditioner) is missing on the arrays' backend.
+    ConvergenceError
+        Per solve, when the acceptance policy refuses the iterate: ``status`` is
+        ``MAX_ITERATIONS``, ``STAGNATION``, ``BREAKDOWN`` or ``NONFINITE``; ``history`` and
+        the last ``iterate`` are attached.
+
+    Notes
+    -----
+    The result is accepted on the TRUE residual ‖b − A x‖, computed once per run (the
+    acceptance policy in ``solvers._krylov``): ``Status.SUCCESS`` when it meets the
+    tolerance, ``Status.ACCURACY_LIMIT`` when it is at the rounding level of the precision,
+    otherwise a :class:`ConvergenceError`; never a silently unconverged iterate.
+
+{adjoint_note}
 """
 
 
@@ -112,12 +159,28 @@ _COMMON_DOC = """
 class CG(_Krylov):
     __doc__ = ("""Conjugate gradients for Hermitian positive definite A. Cost per iteration: one
     product with A and one preconditioner application.
-""" + _COMMON_DOC.format(restart_note="", precond_note="it must be Hermitian positive definite.")
+""" + _COMMON_DOC.format(restart_note="", restart_raise="",
+                         precond_note="It must be Hermitian positive definite.",
+                         adjoint_note="""\
+    Adjoint solves run CG on A itself (A = Aᴴ) with the same preconditioner; the true adjoint
+    residual is still checked, so a non-Hermitian A is caught there.""")
                + """
+    Examples
+    --------
     >>> import numpy as np, solvers as sv
     >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
     >>> sv.solve(sv.LinearProblem(A, np.ones(2)), sv.CG(rtol=1e-12)).u.round(4).tolist()
     [0.1818, 0.2727]
+
+    With algebraic multigrid on a 2-D Poisson problem, and the adjoint solve on the same
+    hierarchy:
+
+    >>> import pyamg
+    >>> P = pyamg.gallery.poisson((30, 30), format="csr")
+    >>> cache = sv.init(sv.LinearProblem(P, np.ones(900)), sv.CG(rtol=1e-10, precond=sv.AMG()))
+    >>> _ = cache.solve(), cache.solve_adjoint(np.ones(900))
+    >>> cache.status.name, cache.stats.factorizations, cache.stats.iterations < 40
+    ('SUCCESS', 1, True)
     """)
 
     method = "cg"
@@ -126,7 +189,21 @@ class CG(_Krylov):
 @dataclass(frozen=True)
 class MINRES(_Krylov):
     __doc__ = ("""MINRES for Hermitian, possibly indefinite A. Not available on jax.
-""" + _COMMON_DOC.format(restart_note="", precond_note="it must be Hermitian positive definite."))
+
+    Cost per iteration: one product with A, one preconditioner application; a short
+    recurrence (a few vectors of memory), like CG.
+""" + _COMMON_DOC.format(restart_note="", restart_raise="",
+                         precond_note="""It must be Hermitian positive definite (scipy refuses
+        an indefinite one: ConvergenceError with BREAKDOWN).""",
+                         adjoint_note="    Adjoint solves run MINRES on A itself (A = Aᴴ).")
+               + """
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.diags([1.0, -2.0, 4.0, -8.0], format="csr")     # symmetric, indefinite
+    >>> sv.solve(sv.LinearProblem(A, np.ones(4)), sv.MINRES(rtol=1e-12)).u.round(6).tolist()
+    [1.0, -0.5, 0.25, -0.125]
+    """)
 
     method = "minres"
 
@@ -135,13 +212,36 @@ class MINRES(_Krylov):
 class GMRES(_Krylov):
     __doc__ = ("""Restarted GMRES for general A (``restart``: Krylov subspace size per cycle; the
     method restarts every ``restart`` iterations, which can slow or stall convergence).
-""" + _COMMON_DOC.format(restart_note=" (scipy's own maxiter counts restart cycles; we pass "
-                                      "ceil(maxiter/restart) of them)",
-                         precond_note="applied on the left for forward solves and as Mᴴ on "
-                                      "the right for adjoint solves."))
+
+    Cost per iteration: one product with A, one preconditioner application and an
+    orthogonalisation against up to ``restart`` vectors (O(n·restart) work and memory).
+""" + _COMMON_DOC.format(restart_note="""
+        (scipy's GMRES counts maxiter in restart cycles: it gets ceil(maxiter/restart).)""",
+                         restart_raise=", or a ``restart`` that is not a positive integer",
+                         precond_note="""Applied on the left for forward solves and as Mᴴ
+        on the right for adjoint solves.""",
+                         adjoint_note="""\
+    Adjoint solves run on Aᴴ Mᴴ (the exact adjoint of the forward preconditioned operator), so
+    they converge like the forward solve. ``history`` in a ConvergenceError holds GMRES's
+    preconditioned residual per iteration.""")
+               + """
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.diags([-1.6, 2.5, -0.4], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> alg = sv.GMRES(rtol=1e-12, precond=sv.ILU())
+    >>> cache = sv.init(sv.LinearProblem(A, np.ones(50)), alg)
+    >>> u, lam = cache.solve(), cache.solve_adjoint(np.ones(50))
+    >>> bool(np.allclose(A @ u, 1.0) and np.allclose(A.T @ lam, 1.0)), cache.stats.factorizations
+    (True, 1)
+    >>> sv.init(sv.LinearProblem(A, np.ones(50)), sv.GMRES(maxiter=3)).solve()
+    Traceback (most recent call last):
+    ...
+    solvers._errors.ConvergenceError: GMRES stopped with relative residual ... > rtol=1e-08 ...
+    """)
 
     restart: int = 50
-    method = "gmres"
+    method = "gmres"  # the backend table's name (and capability) for this method
 
     def __post_init__(self):
         super().__post_init__()
@@ -153,8 +253,23 @@ class GMRES(_Krylov):
 @dataclass(frozen=True)
 class BiCGStab(_Krylov):
     __doc__ = ("""BiCGStab for general A. Not available on cupy.
-""" + _COMMON_DOC.format(restart_note="", precond_note="applied on the right (as Mᴴ for adjoint "
-                                                       "solves)."))
+
+    Cost per iteration: two products with A and two preconditioner applications; a short
+    recurrence (constant memory), but no minimisation property: the residual can jump.
+""" + _COMMON_DOC.format(restart_note="", restart_raise="",
+                         precond_note="Applied on the right (as Mᴴ for adjoint solves).",
+                         adjoint_note="""\
+    Adjoint solves run on Aᴴ Mᴴ (the exact adjoint of the forward preconditioned operator).""")
+               + """
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.diags([-1.6, 2.5, -0.4], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> alg = sv.BiCGStab(rtol=1e-12, precond=sv.Jacobi())
+    >>> sol = sv.solve(sv.LinearProblem(A, np.ones(50)), alg)
+    >>> sol.status.name, bool(np.allclose(A @ sol.u, 1.0))
+    ('SUCCESS', True)
+    """)
 
     method = "bicgstab"
 
@@ -162,7 +277,12 @@ class BiCGStab(_Krylov):
 # ----- the shared policy -------------------------------------------------------------------------
 class _IterativeFactor:
     """The 'factorization' of an iterative method: its preconditioner(s), built once, and the
-    acceptance policy. Subclasses implement ``_run``."""
+    acceptance policy. Subclasses implement ``_run``.
+
+    ``_run(op, trans, b, x0, rtol, history) -> (x, outcome)`` is one run of the method from x0
+    with its own stopping test at ``rtol``; outcome is 'converged', 'maxiter' or 'breakdown'.
+    Everything after it (true residual, restarts, acceptance, the error) is here, shared.
+    """
 
     hermitian_method = False
 
@@ -193,6 +313,7 @@ class _IterativeFactor:
             return xp.stack(cols, axis=1)
 
         X = split_complex(run, B, self.dtype)
+        # one status for the whole call: the weakest column's (every column was accepted)
         self.last_status = (Status.ACCURACY_LIMIT if Status.ACCURACY_LIMIT in statuses
                             else Status.SUCCESS)
         return X
@@ -201,7 +322,7 @@ class _IterativeFactor:
         xp = self.be.xp
         spec = self.spec
         bnorm = float(xp.linalg.norm(b))
-        if bnorm == 0:
+        if bnorm == 0:  # exact answer; a relative test against ‖b‖ = 0 could never pass
             statuses.append(Status.SUCCESS)
             return xp.zeros_like(b)
         rtol = default_rtol(self.dtype) if spec.rtol is None else spec.rtol
@@ -337,6 +458,9 @@ class _AMGTracked:
 
 
 class _KrylovFactor(_AMGTracked, _IterativeFactor):
+    """A Krylov method of the backend's module with its preconditioner ``M`` (built here, once
+    per cache; with AMG kept or rebuilt across updates by the ``AMGReuse`` policy)."""
+
     def __init__(self, spec, A, prob, M=None, amg=None):
         from ._precond import AMG, AMGReuse
 
@@ -363,6 +487,7 @@ class _KrylovFactor(_AMGTracked, _IterativeFactor):
             MH = M.adjoint()
             right, M, op, x0 = MH, None, op @ MH, None
         maxiter = spec.maxiter or default_maxiter(n)
+        # a basis beyond n (or beyond maxiter) is never used but would still be allocated
         restart = min(getattr(spec, "restart", n), n, maxiter)
         try:
             x, info, its = self.be.run_krylov(spec.method, op, b, x0=x0, rtol=rtol,
@@ -404,6 +529,6 @@ class _AMGSolveFactor(_AMGTracked, _IterativeFactor):
                        maxiter=self.spec.maxiter, accel=self.spec.accel, residuals=res)
         bn = float(np.linalg.norm(bh))
         history.extend(float(r) / bn for r in res)
-        self.iterations += max(len(res) - 1, 0)
+        self.iterations += max(len(res) - 1, 0)  # res[0] is the initial residual, not a cycle
         converged = bool(res) and res[-1] <= rtol * bn
         return self.be.from_host(x), "converged" if converged else "maxiter"

@@ -161,11 +161,42 @@ class Pardiso:
     complex64, complex128 (single precision factorizes in single). numpy arrays (and jax arrays,
     through the host); other backends raise BackendNotSupported naming sv.LU().
 
+    Raises
+    ------
+    ValueError
+        At construction: ``posdef`` not None/True/False, a bad ``pivot_rtol``.
+    BackendNotSupported
+        At ``init``: pypardiso/MKL not installed (the message gives the install command), A
+        not an assembled sparse matrix, cupy arrays, or 2³¹ or more stored entries.
+    SingularMatrixError
+        At ``init``/``update``: an empty row or column, a missing diagonal entry with
+        ``posdef=True``, PARDISO's zero-pivot errors (-4, -7), or a pivot below the threshold.
+    NotHermitianError
+        ``posdef=True`` given explicitly and A is not Hermitian.
+    MemoryError
+        PARDISO ran out of memory (errors -2, -9).
+    SolveError
+        Any other PARDISO error code (named in the message).
+
+    Notes
+    -----
+    ``sv.Auto`` picks PARDISO for sparse numpy problems from n = 2·10⁴ when it is installed. A
+    failed ``update`` restores the previous numeric factorization on the shared handle, so the
+    cache stays usable (the state rule). The handle's memory is released when the cache is
+    garbage collected.
+
+    Examples
+    --------
     >>> import numpy as np, scipy.sparse as sp, solvers as sv
     >>> A = sp.csr_array(np.array([[4.0, 1.0], [2.0, 3.0]]))
-    >>> cache = sv.init(sv.LinearProblem(A), sv.Pardiso())   # doctest: +SKIP
-    >>> cache.solve(np.array([1.0, 2.0])).round(3).tolist()  # doctest: +SKIP
+    >>> try:
+    ...     cache = sv.init(sv.LinearProblem(A), sv.Pardiso())
+    ... except sv.BackendNotSupported:                   # pypardiso is not installed here
+    ...     cache = sv.init(sv.LinearProblem(A), sv.LU())
+    >>> cache.solve(np.array([1.0, 2.0])).round(3).tolist()
     [0.1, 0.6]
+    >>> cache.solve_adjoint(np.ones(2)).round(3).tolist()    # phase 33 with iparm(12) = 1
+    [0.1, 0.3]
     """
 
     posdef: bool | None = None
@@ -180,6 +211,8 @@ class Pardiso:
                              f"posdef={self.posdef!r}")
 
     def setup(self, A: lo.LinearOperator, prob) -> "_PardisoFactor":
+        """Open a PARDISO handle for A's pattern, run the analysis (phase 11) and the numeric
+        factorization (phase 22); ``prob``'s ``posdef`` hint picks the matrix type."""
         lib, reason = _mkl()
         if lib is None:
             raise BackendNotSupported(reason)
@@ -209,6 +242,7 @@ class Pardiso:
         dtype = precision(A.dtype)
         mtype = (4 if posdef else 13) if dtype.kind == "c" else (2 if posdef else 11)
         P = A.pattern
+        # the symmetric types read the upper triangle only, with every diagonal entry stored
         upper = (P.indices >= P.rows) if posdef else None
         if upper is not None:
             ia = np.zeros(n + 1, dtype=np.int32)
@@ -249,6 +283,8 @@ def _require_hermitian(A) -> None:
 
 
 def _values(A: lo.Sparse, dtype, upper):
+    """A's values as PARDISO reads them: contiguous, in the factor dtype, upper triangle only
+    for the symmetric types."""
     from linops.internals import to_numpy
 
     v = to_numpy(A.values)
@@ -258,6 +294,7 @@ def _values(A: lo.Sparse, dtype, upper):
 
 
 def _error(err: int, phase: int, mtype: int) -> Exception:
+    """The exception for PARDISO error code ``err`` (singular, memory, or a SolveError)."""
     what = _ERRORS.get(err, "unknown error")
     if err in (-4, -7):
         more = (" (not positive definite: drop posdef=True, or use Pardiso(posdef=False))"
@@ -321,6 +358,7 @@ class _PardisoFactor:
                 f"pivot_rtol=0 disables this check")
 
     def solve(self, B, trans: str):
+        # the handle holds one numeric factorization; an older factor must not solve with a newer
         if self.handle.owner is not self:
             raise RuntimeError("this PARDISO factor was replaced by a later update (its handle "
                                "holds another matrix now); solve through the cache")

@@ -78,7 +78,20 @@ BAD_COMPONENTS: dict[str, str] = {
 
 class TransposeNotSupportedError(BackendNotSupported):
     """A transposed/adjoint solve was asked of a PETSc combination whose transposed solve is
-    known to be wrong or missing, with ``route_transpose=False``."""
+    known to be wrong or missing, with ``route_transpose=False``.
+
+    Raised by ``solve_adjoint``/``solve_transpose`` (and by ``init`` when the transpose must be
+    checked and cannot be); the forward solve of the same cache keeps working. The message names
+    the combination and what was measured for it. With ``route_transpose=True`` (the default)
+    such combinations solve adjoints with an explicit Aᵀ and its own setup instead.
+
+    It is a :class:`BackendNotSupported`, so code that handles "this backend cannot do that"
+    catches it too.
+
+    >>> import solvers as sv
+    >>> issubclass(sv.TransposeNotSupportedError, sv.BackendNotSupported)
+    True
+    """
 
 
 def _lib():
@@ -156,13 +169,50 @@ class PETSc:
 
     @property
     def combo(self) -> str:
+        """The combination's name as in :data:`TRANSPOSE_TABLE` and ``python -m linops info``:
+        ``"ksp+pc"``, with the factorization package in parentheses when there is one.
+
+        >>> import solvers as sv
+        >>> sv.PETSc().combo
+        'preonly+lu(mumps)'
+        """
         return _combo(self.ksp_type, self.pc_type, self.factor_solver_type)
 
     @property
     def iterative(self) -> bool:
+        """True for a Krylov KSP (its true residual is checked against rtol/atol and it may be
+        restarted), False for ``preonly`` (a direct solve, checked by its backward error).
+
+        >>> import solvers as sv
+        >>> sv.PETSc().iterative, sv.PETSc(ksp_type="cg", pc_type="gamg").iterative
+        (False, True)
+        """
         return self.ksp_type != "preonly"
 
     def setup(self, A, prob=None) -> "_PETScFactor":
+        """Set up the KSP on a private copy of A: what ``sv.init`` calls (users call ``init``).
+
+        Parameters
+        ----------
+        A : PETSc operator (``lo.aslinop(petsc4py Mat)``, a PETSc element family's value) or
+            ``lo.Sparse`` (copied into a sequential AIJ on this process).
+        prob : the LinearProblem, for its hints (``posdef``/``hermitian`` set the symmetry flag).
+
+        Returns
+        -------
+        The factor that the cache keeps: forward and transposed solves on one KSPSetUp.
+
+        Raises
+        ------
+        BackendNotSupported
+            petsc4py missing, a sequential factorization asked on several ranks, SuperLU_dist
+            on PETSc 3.18, or an operand PETSc cannot hold.
+        SingularMatrixError
+            a zero pivot, or a direct factorization with rcond below ~1e3·eps.
+
+        Cost: one MatDuplicate + one KSPSetUp (+ one random transposed check for a combination
+        missing from :data:`TRANSPOSE_TABLE`).
+        """
         if self.factor_solver_type == "superlu_dist" and \
                 tuple(_lib().Sys.getVersion()[:2]) == TABLE_VERSION:
             raise BackendNotSupported(

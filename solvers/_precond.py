@@ -4,6 +4,16 @@ an operator. ``adjoint()`` gives the preconditioner for the Aᴴ solve (built la
 Which backend has which: the table's ``amg``, ``ilu`` and ``jacobi`` capabilities (AMG: numpy
 only; ILU: numpy and cupy; Jacobi: everywhere). A missing one raises BackendNotSupported naming
 the alternative.
+
+A preconditioner spec (``AMG``, ``ILU``, ``Jacobi``) is a frozen options record; its
+``build(A, hermitian, be)`` makes the applied object (a :class:`Preconditioner`), once per
+cache, at ``init``. Pass the spec as ``precond=`` to a Krylov method:
+
+>>> import numpy as np, pyamg, solvers as sv
+>>> A = pyamg.gallery.poisson((20, 20), format="csr")
+>>> cache = sv.init(sv.LinearProblem(A, np.ones(400)), sv.CG(precond=sv.Jacobi()))
+>>> cache.kind
+'CG + Jacobi(n=400)'
 """
 
 from __future__ import annotations
@@ -22,14 +32,19 @@ from ._errors import SingularMatrixError
 
 
 class Preconditioner:
-    """M ≈ A⁻¹ as a callable ``M(X)``; ``adjoint()`` gives Mᴴ (for Aᴴ solves)."""
+    """M ≈ A⁻¹ as a callable ``M(X)``; ``adjoint()`` gives Mᴴ (for Aᴴ solves).
+
+    The applied form of a spec, made by its ``build``; ``cache.factor.M`` holds it. Its
+    ``repr`` is ``summary`` (levels and complexities for AMG, nnz(L+U) for ILU)."""
 
     summary: str = ""
 
     def __call__(self, X):
+        """M X for X of shape (n,) or (n, k)."""
         raise NotImplementedError
 
     def adjoint(self) -> "Preconditioner":
+        """Mᴴ, the preconditioner of adjoint (Aᴴ) solves."""
         raise NotImplementedError
 
     def as_operator(self) -> lo.LinearOperator:
@@ -77,10 +92,48 @@ class AMG:
     counted on the factor: ``cache.factor.amg`` (:class:`AMGReuse`: ``builds``,
     ``numeric_rebuilds``, ``kept``, ``rebuilds``, iterations per solve for every step).
 
+    Parameters
+    ----------
+    kind : {"sa", "rs"}
+        Smoothed aggregation (default) or Ruge–Stüben (``pyamg.ruge_stuben_solver``).
+    rtol, atol, maxiter, accel, x0
+        Only for the standalone solver: tolerance of the cycle iteration (default 1e-10; the
+        acceptance policy of ``solvers._krylov`` applies), number of cycles (200), pyamg's
+        Krylov acceleration (``accel="cg"``, ...; None: plain cycles), initial guess.
+    options : dict
+        Passed to pyamg's solver constructor (``{"strength": "symmetric", "max_levels": 5}``).
+    reuse : {"aggregation", "hierarchy", "none"}
+        What ``cache.update(A=...)`` keeps (above).
+    max_growth : float
+        ≥ 1; the growth of iterations per solve that triggers a rebuild (above).
+
+    Raises
+    ------
+    ValueError
+        At construction: an unknown ``kind`` or ``reuse``, ``max_growth`` < 1, bad tolerances.
+    BackendNotSupported
+        At ``init``: A is not an assembled sparse matrix, or the arrays are not numpy.
+
+    Examples
+    --------
     >>> import pyamg, numpy as np, solvers as sv
     >>> A = pyamg.gallery.poisson((20, 20), format="csr")
     >>> sol = sv.solve(sv.LinearProblem(A, np.ones(400)), sv.CG(rtol=1e-10, precond=sv.AMG()))
     >>> sol.status.name
+    'SUCCESS'
+    >>> sol.cache.factor.M
+    AMG(sa): 3 levels, operator complexity 1.31, grid complexity 1.20
+
+    An update with the same pattern recomputes the hierarchy on the kept aggregation:
+
+    >>> _ = sol.cache.update(A=2 * A).solve()
+    >>> r = sol.cache.factor.amg
+    >>> r.builds, r.numeric_rebuilds, sol.cache.stats.factorizations
+    (1, 1, 1)
+
+    As a solver of its own (pyamg's cycles, accepted on the true residual):
+
+    >>> sv.solve(sv.LinearProblem(A, np.ones(400)), sv.AMG()).status.name
     'SUCCESS'
     """
 
@@ -108,12 +161,16 @@ class AMG:
         _check_spec(self)
 
     def build(self, A, hermitian: bool | None, be) -> "_AMGPrecond":
+        """The hierarchy of A, applied as one V-cycle (``hermitian``: whether Mᴴ = M, so that
+        adjoint solves need no second hierarchy; ``be``: the arrays' backend)."""
         be.require("amg", "AMG (pyamg)")
         _sparse_only(A, "AMG")
         return _AMGPrecond(self, A, hermitian, be)
 
     # standalone solver protocol
     def setup(self, A, prob):
+        """As an algorithm of its own (``sv.solve(prob, sv.AMG())``): the hierarchy and
+        pyamg's cycle iteration under the Krylov acceptance policy."""
         from ._krylov import _AMGSolveFactor
 
         return _AMGSolveFactor(self, A, prob)
@@ -137,7 +194,7 @@ def _pyamg_hierarchy(spec: AMG, S, aggregates=None):
                     max_levels=len(aggregates) + 1)
     keep = user_keep or spec.reuse != "none"
     ml = pyamg.smoothed_aggregation_solver(S, keep=keep, **opts)
-    if keep and not user_keep:
+    if keep and not user_keep:  # keep=True retains every level's work arrays; we need AggOp only
         for level in ml.levels[:-1]:
             for name in ("C", "T", "Cnodes"):
                 level.__dict__.pop(name, None)
@@ -151,6 +208,7 @@ class _AMGPrecond(Preconditioner):
         self.ml = ml if ml is not None else _pyamg_hierarchy(spec, be.csr(A.values, A.pattern),
                                                              aggregates)
         self._cycle = self.ml.aspreconditioner(cycle="V")
+        # Mᴴ of a non-Hermitian A is another hierarchy (of Aᴴ): built on the first adjoint solve
         self._adjoint = adjoint_of
         self._adjoint_aggregates = adjoint_aggregates
         levels = self.ml.levels[:-1]
@@ -162,7 +220,7 @@ class _AMGPrecond(Preconditioner):
                         f"{self.ml.grid_complexity():.2f}")
 
     def __call__(self, X):
-        Xh = to_numpy(X)
+        Xh = to_numpy(X)  # pyamg runs on the host
         cols = Xh[:, None] if Xh.ndim == 1 else Xh
         Y = np.stack([split_complex(self._cycle.matvec, cols[:, j], self.A.dtype)
                       for j in range(cols.shape[1])], axis=1)
@@ -234,6 +292,7 @@ class AMGReuse:
 
     @property
     def rebuilds(self) -> int:
+        """Hierarchies made after the first: ``builds − 1 + numeric_rebuilds``."""
         return self.builds - 1 + self.numeric_rebuilds
 
     @property
@@ -242,6 +301,7 @@ class AMGReuse:
         return [sum(s) for s in self.steps]
 
     def record(self, iterations: int) -> None:
+        """Count one solve's iterations in the current step (the factor calls it)."""
         self.steps[-1].append(int(iterations))
 
     def decide(self, spec: AMG) -> str:
@@ -282,7 +342,37 @@ class AMGReuse:
 class ILU:
     """Incomplete LU (``spilu`` of the backend's sparse module: scipy on the host, cupyx on the
     GPU). Adjoint application reuses it (``trans='H'``). Setup: fill-dependent; application:
-    two sparse triangular solves."""
+    two sparse triangular solves.
+
+    For general (non-Hermitian) A with GMRES or BiCGStab; not for CG/MINRES, which need a
+    Hermitian positive definite M. An ``update`` builds it again (SuperLU's ILU keeps no
+    symbolic part).
+
+    Parameters
+    ----------
+    drop_tol : float
+        Entries below ``drop_tol`` (relative to their column) are dropped; 0 keeps the whole LU.
+    fill_factor : float
+        ≥ 1; the most nnz(L+U)/nnz(A) allowed.
+
+    Raises
+    ------
+    ValueError
+        At construction: ``drop_tol`` < 0 or ``fill_factor`` < 1.
+    BackendNotSupported
+        At ``init``: A not assembled sparse, or a backend without ILU (jax).
+    SingularMatrixError
+        At ``init``: the incomplete factor hit a zero pivot.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.diags([-1.6, 2.5, -0.4], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> cache = sv.init(sv.LinearProblem(A, np.ones(50)), sv.GMRES(precond=sv.ILU(drop_tol=0)))
+    >>> _ = cache.solve()
+    >>> cache.stats.iterations                                 # the exact LU: one iteration
+    1
+    """
 
     drop_tol: float = 1e-4
     fill_factor: float = 10.0
@@ -293,6 +383,7 @@ class ILU:
                              f"drop_tol={self.drop_tol!r}, fill_factor={self.fill_factor!r}")
 
     def build(self, A, hermitian, be) -> "_ILUPrecond":
+        """The incomplete factors of A (``hermitian`` is not used: Mᴴ is ``trans='H'``)."""
         be.require("ilu", "ILU")
         _sparse_only(A, "ILU")
         try:
@@ -326,9 +417,28 @@ class _ILUPrecond(Preconditioner):
 @dataclass(frozen=True)
 class Jacobi:
     """Diagonal scaling M = diag(A)⁻¹ (every backend, any operator with a diagonal; for a
-    MatrixFree operator the diagonal costs n products). Application: O(n)."""
+    MatrixFree operator the diagonal costs n products). Application: O(n).
+
+    The one preconditioner on every backend and for lazy operators (``lo.diagonal(A)``), and
+    the one ``adjoints.jax`` accepts inside jax's Krylov loops. Mᴴ = diag(conj(A))⁻¹. Hermitian
+    positive definite whenever A is, so it suits CG and MINRES.
+
+    Raises
+    ------
+    ValueError
+        At ``init``: a zero on A's diagonal (named).
+
+    Examples
+    --------
+    >>> import numpy as np, linops as lo, solvers as sv
+    >>> M = lo.MatrixFree((3, 3), np.float64, lambda X: 2 * X, lambda X: 2 * X)
+    >>> cache = sv.init(sv.LinearProblem(M, posdef=True), sv.CG(precond=sv.Jacobi()))
+    >>> cache.kind, cache.solve(np.ones(3)).tolist()
+    ('CG + Jacobi(n=3)', [0.5, 0.5, 0.5])
+    """
 
     def build(self, A, hermitian, be) -> "_JacobiPrecond":
+        """1 / diag(A) (``hermitian`` is not used: Mᴴ is the conjugate)."""
         be.require("jacobi", "Jacobi")
         d = lo.diagonal(A)
         if not bool(be.xp.all(d != 0)):

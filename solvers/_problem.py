@@ -1,4 +1,9 @@
-"""LinearProblem: A and b, checked once."""
+"""LinearProblem: A and b, checked once.
+
+A problem is data only: it chooses nothing and factorizes nothing. ``sv.init(prob, alg)`` turns
+it into a :class:`~solvers.LinearCache` (one factorization), ``sv.solve(prob, alg)`` does that
+and solves once.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,10 @@ from linops.internals import ShapeError, is_array, snapshot
 class LinearProblem:
     """A u = b with A square (anything ``lo.aslinop`` accepts) and b of shape (n,) or (n, k).
 
+    A frozen record, validated once at construction: the square shape, b's shape against A's,
+    the types of the hints. Cost: O(size of A) for wrapping and snapshotting A's arrays (one
+    copy of a writeable numpy array), nothing per solve.
+
     Parameters
     ----------
     A : operator or array-like
@@ -25,15 +34,52 @@ class LinearProblem:
     hermitian, posdef : bool or None
         Hints (None: unknown) that ``Auto`` uses to pick Cholesky or CG. They are verified where
         they choose an algorithm and never switch off a check (see ``sv.Auto``, ``sv.Cholesky``).
+        ``posdef=True`` implies ``hermitian=True`` unless you say otherwise.
+
+    Attributes
+    ----------
+    A : lo.LinearOperator
+        The wrapped, inexact operator (what every algorithm sees).
+    b : array or None
+        The right-hand side, read-only (its dtype is kept: an integer b is cast per solve).
+    hermitian, posdef : bool or None
 
     Raises
     ------
     ShapeError
         A not square, or b not of shape (n,) / (n, k); the message names both shapes.
+    TypeError
+        A hint that is not True, False or None; or an operator of a non-numeric dtype that
+        cannot be converted to float64 (integer ``Dense``, ``Sparse``, ``Diagonal`` and
+        ``Identity`` are converted).
+    UnsupportedOperandError
+        An A that ``lo.aslinop`` cannot wrap.
 
-    >>> import numpy as np
-    >>> LinearProblem(np.eye(2), [1.0, 2.0]).b.tolist()
-    [1.0, 2.0]
+    Notes
+    -----
+    Snapshot rule: A's and b's arrays are snapshotted here (``linops._backend``), so editing the
+    arrays you passed has no effect on the problem, nor on any cache or solution made from it.
+    To solve with changed values, pass them: ``cache.update(A=A2)`` (numeric refactorization
+    when the pattern is the same) or ``cache.solve(b2)``. This replaced the ``check_mutation=``
+    option of earlier versions, which fingerprinted A on every solve: there is nothing left to
+    detect. ``lo.MatrixFree`` callables are the exception: they are called as they are.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> a = np.array([[4.0, 1.0], [2.0, 3.0]])
+    >>> prob = sv.LinearProblem(a, [1.0, 2.0])
+    >>> prob.A, prob.b.tolist()
+    (Dense(shape=(2, 2), dtype=float64), [1.0, 2.0])
+    >>> a[0, 0] = 100.0                              # the problem holds its own copy
+    >>> sv.solve(prob).u.round(3).tolist()
+    [0.1, 0.6]
+    >>> sv.LinearProblem(np.eye(2), posdef=True).hermitian
+    True
+    >>> sv.LinearProblem(np.eye(2), np.ones(3))
+    Traceback (most recent call last):
+    ...
+    linops._errors.ShapeError: b must have shape (n,) or (n, k) with n=2 ... got b.shape=(3,)
     """
 
     A: Any
@@ -51,7 +97,7 @@ class LinearProblem:
             v = getattr(self, name)
             if v is not None and not isinstance(v, (bool, np.bool_)):
                 raise TypeError(f"{name} must be True, False or None, got {name}={v!r}")
-        if self.posdef and self.hermitian is None:
+        if self.posdef and self.hermitian is None:  # positive definite means Hermitian here
             object.__setattr__(self, "hermitian", True)
         if self.b is not None:
             object.__setattr__(self, "b", snapshot(as_rhs(A, self.b, "b")))
@@ -59,7 +105,7 @@ class LinearProblem:
 
 def _as_inexact(A: lo.LinearOperator) -> lo.LinearOperator:
     """Integer/boolean Dense, Sparse, Diagonal and Identity operators in float64 (others must be
-    inexact)."""
+    inexact: a lazy integer operator cannot be cast without evaluating it)."""
     if np.dtype(A.dtype).kind in "fc":
         return A
     if isinstance(A, lo.Dense):
@@ -80,7 +126,7 @@ def as_rhs(A, b, name: str):
     if not is_array(b):
         raise ShapeError(f"{name} must be an array of shape (n,) or (n, k) for A.shape="
                          f"{A.shape}, got {type(b).__name__}")
-    n = getattr(A, "local_shape", A.shape)[0]
+    n = getattr(A, "local_shape", A.shape)[0]  # a distributed (PETSc) A: this rank's rows
     shape = tuple(b.shape)
     if b.ndim not in (1, 2) or shape[0] != n:
         raise ShapeError(f"{name} must have shape (n,) or (n, k) with n={n} for A.shape="

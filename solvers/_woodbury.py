@@ -1,4 +1,9 @@
-"""Woodbury: (B + U Vᴴ)⁻¹ from B's factorization plus a k×k capacitance system."""
+"""Woodbury: (B + U Vᴴ)⁻¹ from B's factorization plus a k×k capacitance system.
+
+Low-rank updates arrive by construction in this library: ``lo.Sparse + lo.LowRank`` stays a
+lazy ``Sum`` (never densified), and ``sv.Auto`` sends it here, so a sparse matrix plus a rank-k
+correction costs one sparse factorization and k extra solves, not a dense n×n factorization.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,8 @@ from ._errors import SingularMatrixError, SolveError
 
 
 def split_low_rank(A: lo.LinearOperator):
-    """(B, U, V) when A = B + U Vᴴ with a low-rank term, else None."""
+    """(B, U, V) when A = B + U Vᴴ with exactly one low-rank term, else None (two low-rank terms
+    would need their sum's factors; Auto then treats A as a lazy operator)."""
     if isinstance(A, lo.Sum):
         low = [t for t in A.terms if isinstance(t, (lo.LowRank, lo.RankOne))]
         if len(low) == 1:
@@ -26,13 +32,46 @@ def split_low_rank(A: lo.LinearOperator):
 @dataclass(frozen=True)
 class Woodbury:
     """Solve (B + U Vᴴ) x = b with B's factorization (``base``, default ``Auto``) and a k×k
-    capacitance C = I + Vᴴ B⁻¹ U: x = B⁻¹b − B⁻¹U C⁻¹ Vᴴ B⁻¹ b. Setup: k solves with B.
-    Adjoint: the same formula on Bᴴ + V Uᴴ, whose capacitance is Cᴴ (k adjoint solves, once).
+    capacitance C = I + Vᴴ B⁻¹ U: x = B⁻¹b − B⁻¹U C⁻¹ Vᴴ B⁻¹ b. Setup: B's factorization, then
+    k solves with B for C. Adjoint: the same formula on Bᴴ + V Uᴴ, whose capacitance is Cᴴ (k
+    adjoint solves, once).
+
+    A must be a ``lo.Sum`` with exactly one ``lo.LowRank``/``lo.RankOne`` term (B is the rest,
+    any operator ``base`` can solve). Cost: ``init`` factorizes B; the first solve in each
+    direction (A, Aᴴ, Aᵀ) makes its k solves with B and the k×k LU of C, kept for the
+    following ones; each solve then costs one solve with B plus O(n·k).
+
+    Parameters
+    ----------
+    base : algorithm, optional
+        How to solve with B: ``sv.LU()``, ``sv.CG(...)``, ... Default ``sv.Auto()``, without
+        the problem's hints (they describe A, not B).
+
+    Raises
+    ------
+    SolveError
+        At ``init``: A is not B + one low-rank term.
+    SingularMatrixError
+        From B's factorization at ``init``; from a singular capacitance (so A is singular) at
+        the first solve in a direction.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo, solvers as sv
+    >>> B = lo.aslinop(sp.diags([2.0, 3.0, 4.0], format="csr"))
+    >>> A = B + lo.RankOne(np.ones(3), np.array([1.0, 0.0, 1.0]))    # a lazy Sum
+    >>> cache = sv.init(sv.LinearProblem(A), sv.Woodbury(sv.LU()))
+    >>> cache.kind
+    'Woodbury(rank 1) over SuperLU'
+    >>> x = cache.solve(np.ones(3))
+    >>> bool(np.allclose(lo.to_dense(A) @ x, 1.0)), cache.stats.factorizations
+    (True, 1)
     """
 
     base: Any = None
 
     def setup(self, A, prob):
+        """Split A into B + U Vᴴ and factorize B with ``base``."""
         parts = split_low_rank(A)
         if parts is None:
             raise SolveError(f"Woodbury needs A = B + LowRank(U, V), got {type(A).__name__}")
@@ -52,6 +91,7 @@ class _WoodburyFactor:
         self._cap: dict = {}
 
     def _capacitance(self, trans):
+        """(Z, Q, lu(C), linalg) for op(A) = op(B) + P Qᴴ, made on first use per direction."""
         if trans not in self._cap:
             xp = self.xp
             P, Q = {"N": (self.U, self.V), "H": (self.V, self.U),
@@ -63,6 +103,7 @@ class _WoodburyFactor:
                 lu = la.lu_factor(C)
             except Exception as e:  # pragma: no cover - LAPACK raises only on bad input
                 raise SingularMatrixError(f"Woodbury capacitance: {e}") from None
+            # the pivots of C decide: C is singular exactly when B + U Vᴴ is (B being regular)
             d = xp.abs(xp.diagonal(lu[0]))
             if not bool(xp.all(d > 1e-13 * xp.max(d))):
                 raise SingularMatrixError("Woodbury: the capacitance matrix I + Vᴴ B⁻¹ U is "

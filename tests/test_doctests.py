@@ -2,12 +2,14 @@
 
 - the examples in every module of linops, solvers and adjoints run as doctests (one case per
   module; ``adjoints.jax`` and its helpers only where jax is installed);
-- every name in ``linops.__all__`` carries a runnable example, every public method of a public
-  class has a docstring, and ``help(linops)`` lists the whole public API;
-- the linops package keeps at least 0.5 documentation lines per code line.
+- for each public namespace (linops, solvers, adjoints, and adjoints.jax where jax is
+  installed): ``__all__`` lists exactly its public names, every name in it carries a runnable
+  example in its own docstring, every public method of a public class has a docstring, and the
+  namespace's ``help()`` mentions every name;
+- each package (all of its .py files) keeps at least 0.5 documentation lines per code line.
 
 ``python tests/test_doctests.py`` prints the documentation density of every file of the three
-packages (solvers and adjoints are reported, not yet asserted).
+packages.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib
+import importlib.util
 import inspect
 import io
 import pathlib
@@ -26,6 +29,12 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("linops", "solvers", "adjoints")
+HAVE_JAX = importlib.util.find_spec("jax") is not None
+# the namespaces a user imports names from; adjoints.jax only where jax is installed
+NAMESPACES = PACKAGES + (("adjoints.jax",) if HAVE_JAX else ())
+# Public names whose docstrings live in a file another change owns right now (solvers/_petsc.py):
+# expected to fail until that file documents them; strict, so the entry goes once they pass.
+PENDING: dict = {}
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 DENSITY_FLOOR = 0.5
 # tool directives are not documentation: "# noqa: E402" teaches a linter, not a reader
@@ -72,41 +81,58 @@ def test_module_doctests(name):
     assert failed == 0, f"{failed} of {attempted} examples failed in {name}:\n{out.getvalue()}"
 
 
-# ----- the public API of linops ------------------------------------------------------------------
-def _public_names():
-    import linops
+# ----- the public API of every namespace ---------------------------------------------------------
+def _public(check: str):
+    """pytest params (namespace, name) for every name in each namespace's ``__all__``; for
+    ``check="methods"`` only the classes. PENDING entries are strict xfails."""
+    params = []
+    for ns in NAMESPACES:
+        module = importlib.import_module(ns)
+        for name in sorted(module.__all__):
+            if check == "methods" and not inspect.isclass(getattr(module, name, None)):
+                continue
+            reason = PENDING.get((ns, name, check))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            params.append(pytest.param(ns, name, id=f"{ns}.{name}", marks=marks))
+    return params
 
-    return sorted(linops.__all__)
 
-
-def test_all_lists_every_public_reexport():
-    import linops
-
-    bound = {n for n, v in vars(linops).items()
+def _bound_public(module) -> set[str]:
+    """The public names a namespace binds. A package's ``__init__`` only re-exports, so every
+    binding but a submodule counts; a plain module (adjoints.jax) also binds what it imports
+    for its own use (``Any``, ``ShapeError``, helper functions), so only what it defines counts."""
+    names = {n for n, v in vars(module).items()
              if not n.startswith("_") and not inspect.ismodule(v)}
-    assert bound - set(linops.__all__) == set(), "public names missing from linops.__all__"
-    missing = [n for n in linops.__all__ if not hasattr(linops, n)]
-    assert missing == [], f"linops.__all__ names that do not exist: {missing}"
+    if not hasattr(module, "__path__"):
+        names = {n for n in names
+                 if getattr(vars(module)[n], "__module__", None) == module.__name__}
+    return names
+
+
+@pytest.mark.parametrize("ns", NAMESPACES)
+def test_all_lists_every_public_name(ns):
+    module = importlib.import_module(ns)
+    assert isinstance(getattr(module, "__all__", None), list), f"{ns} has no __all__ list"
+    bound = _bound_public(module)
+    assert bound - set(module.__all__) == set(), f"public names missing from {ns}.__all__"
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert missing == [], f"{ns}.__all__ names that do not exist: {missing}"
+    assert len(set(module.__all__)) == len(module.__all__), f"{ns}.__all__ has duplicates"
     # the semi-public interface of solvers/adjoints stays out of the user API
-    assert "internals" not in linops.__all__
+    assert "internals" not in module.__all__
 
 
-@pytest.mark.parametrize("name", _public_names())
-def test_public_name_has_an_example(name):
-    import linops
-
-    obj = getattr(linops, name)
+@pytest.mark.parametrize("ns, name", _public("example"))
+def test_public_name_has_an_example(ns, name):
+    obj = getattr(importlib.import_module(ns), name)
     doc = obj.__doc__ or ""  # not inspect.getdoc: an inherited docstring does not count
-    assert doc.strip(), f"linops.{name} has no docstring"
-    assert ">>>" in doc, f"linops.{name}'s docstring has no example (an Examples section with >>>)"
+    assert doc.strip(), f"{ns}.{name} has no docstring"
+    assert ">>>" in doc, f"{ns}.{name}'s docstring has no example (an Examples section with >>>)"
 
 
-@pytest.mark.parametrize("name", [n for n in _public_names()
-                                  if inspect.isclass(getattr(__import__("linops"), n))])
-def test_public_methods_have_docstrings(name):
-    import linops
-
-    cls = getattr(linops, name)
+@pytest.mark.parametrize("ns, name", _public("methods"))
+def test_public_methods_have_docstrings(ns, name):
+    cls = getattr(importlib.import_module(ns), name)
     undocumented = []
     for attr, value in vars(cls).items():
         if attr.startswith("_") and attr != "__call__":
@@ -117,15 +143,15 @@ def test_public_methods_have_docstrings(name):
         if inspect.isfunction(func) or isinstance(value, property):
             if not (value.__doc__ or func.__doc__ or "").strip():
                 undocumented.append(attr)
-    assert undocumented == [], f"linops.{name}: public methods without a docstring: {undocumented}"
+    assert undocumented == [], f"{ns}.{name}: public methods without a docstring: {undocumented}"
 
 
-def test_help_lists_the_public_api():
-    import linops
-
-    doc = linops.__doc__
-    missing = [n for n in linops.__all__ if not re.search(rf"\b{re.escape(n)}\b", doc)]
-    assert missing == [], f"help(linops) does not mention {missing}"
+@pytest.mark.parametrize("ns", NAMESPACES)
+def test_help_lists_the_public_api(ns):
+    module = importlib.import_module(ns)
+    doc = module.__doc__ or ""
+    missing = [n for n in module.__all__ if not re.search(rf"\b{re.escape(n)}\b", doc)]
+    assert missing == [], f"help({ns}) does not mention {missing}"
 
 
 # ----- documentation density ---------------------------------------------------------------------
@@ -168,11 +194,12 @@ def _table(package: str) -> str:
     return f"  {'file':32s} {'doc':>5s} {'code':>5s}  ratio\n{body}\n{total}"
 
 
-def test_linops_documentation_density():
-    ratio, _ = density("linops")
+@pytest.mark.parametrize("package", PACKAGES)
+def test_documentation_density(package):
+    ratio, _ = density(package)
     assert ratio >= DENSITY_FLOOR, \
-        f"linops has {ratio:.2f} documentation lines per code line (floor {DENSITY_FLOOR}):\n" \
-        f"{_table('linops')}"
+        f"{package} has {ratio:.2f} documentation lines per code line (floor " \
+        f"{DENSITY_FLOOR}):\n{_table(package)}"
 
 
 if __name__ == "__main__":

@@ -59,10 +59,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .bench import MAX_NX, _nx
+
 METHODS = ("hand", "linops", "serial")
 LABELS = {"linops": "linops sv.PETSc cg+gamg", "hand": "hand-written petsc4py cg+gamg",
           "serial": "linops serial sv.CG + sv.AMG (pyamg)"}
-MAX_NX = 3200           # n ≈ 10⁷
 WARMUP_NX = 8
 COLUMNS = ["n", "ranks", "method", "time s", "vs hand", "peak MB/rank", "mem vs hand",
            "iters fwd+adj", "‖b−Ku‖/‖b‖", "‖a−Kλ‖/‖a‖", "build s", "load"]
@@ -438,17 +439,6 @@ LEGEND = """columns:
 
 
 # ----- the command -------------------------------------------------------------------------------
-def _nx(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"grid side must be an integer, got {text!r}") from None
-    if not 2 <= v <= MAX_NX:
-        raise argparse.ArgumentTypeError(f"grid side nx must be in [2, {MAX_NX}] (n = nx·(nx+1)"
-                                         f" unknowns), got {v}")
-    return v
-
-
 def _positive(text: str) -> int:
     try:
         v = int(text)
