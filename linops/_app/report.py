@@ -10,8 +10,8 @@ import numpy as np
 COLUMNS = ["n", "method", "time s", "grad/fwd", "fact.", "peak MB", "gradient bytes"]
 LEGEND = """columns:
   n               unknowns (free dofs) of the 2-D Q4 family; about 9n stored entries
-  time s          value + gradient w.r.t. θ and w.r.t. K's stored values, best of 2 warm runs
-                  (1 when a run takes over 4 s)
+  time s          value + gradient w.r.t. θ and w.r.t. K's stored values, best of 2 runs
+                  (1 when over 1 s; JAX: after the run that compiled)
   grad/fwd        that time divided by the value alone (1.0 = the gradient is free)
   fact.           factorizations per value + gradient (linops: 1; jax spsolve: 2)
   peak MB         peak RSS increase of the first (cold) run, in its own process
