@@ -402,10 +402,16 @@ class _Jax(Backend):
                 "jax.jit/grad/vmap; use adjoints.jax.solve for solves under jax transforms") from None
 
     def spmm(self, values, pattern, X):
-        """Gather + ``segment_sum``: differentiable, jit-able; O(nnz·k) work and memory."""
+        """Gather + ``segment_sum``: differentiable, jit-able; O(nnz·k) work and memory. With
+        host-constant values (a family's map), one linear primitive that gathers in both
+        directions (``linops._jax_constant``: about scipy's speed on the CPU)."""
         import jax
 
         jnp = self.xp
+        if isinstance(values, np.ndarray):
+            from ._jax_constant import constant_spmm
+
+            return constant_spmm(values, pattern, jnp.asarray(X))
         values, X = jnp.asarray(values), jnp.asarray(X)
         contrib = (values * X[pattern.indices] if X.ndim == 1
                    else values[:, None] * X[pattern.indices])
@@ -418,10 +424,14 @@ class _Jax(Backend):
     def spmm_adjoint(self, values, pattern, X):
         """Through the transposed pattern (cached on the pattern, host-side at trace time), so
         XLA's segment sum runs over sorted segments: faster than an unsorted scatter."""
+        if isinstance(values, np.ndarray):  # host constants (a family's map): Aᴴ X = conj(Aᵀ conj X)
+            from ._jax_constant import constant_spmm
+
+            X = self.xp.asarray(X)
+            if values.dtype.kind != "c":
+                return constant_spmm(values, pattern, X, "T")
+            return self.xp.conj(constant_spmm(values, pattern, self.xp.conj(X), "T"))
         PT, perm = pattern.transpose()
-        if isinstance(values, np.ndarray):  # host constants (a family's map): permute on host
-            return self.spmm(np.conj(values)[perm] if values.dtype.kind == "c" else values[perm],
-                             PT, X)
         return self.spmm(self.xp.conj(self.xp.asarray(values))[perm], PT, X)
 
     def put(self, out, ix, values):

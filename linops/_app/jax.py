@@ -203,7 +203,9 @@ def _rows(results: list[dict]) -> list[dict]:
                "factorizations": r.get("factorizations", "")}
         ref = {"adj jit value_and_grad": "spsolve + grad", "fam jit": "fam numpy"}.get(r["method"])
         if ref and (r["n"], ref) in by and "time_s" in by[(r["n"], ref)]:
-            row["ratio"] = f"{by[(r['n'], ref)]['time_s'] / r['time_s']:.2f}x faster than {ref}"
+            x = by[(r["n"], ref)]["time_s"] / r["time_s"]
+            row["ratio"] = (f"{x:.2f}x faster than {ref}" if x >= 1
+                            else f"{1 / x:.2f}x the time of {ref}")
         if r["method"] == "adj jit value_and_grad" and (r["n"], "numpy path") in by:
             npk = by[(r["n"], "numpy path")]
             if npk.get("peak_warm_mb", 0) >= 1:  # below 1 MB the ratio is noise
