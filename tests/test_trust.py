@@ -147,7 +147,7 @@ def test_3_jax_arrays_need_no_copy():
 def test_3_snapshot_costs_nothing_per_solve():
     """The rule's cost is one copy at construction; a solve does no work on A (counted by
     making A's arrays unreadable to numpy after init would be intrusive, so we count time
-    ratios in the benchmark and here check that solve does not touch the operator)."""
+    ratios in benchmarks/snapshot_cost.py and here check that solve does not touch the operator)."""
     n = 400
     A = lo.Dense(np.eye(n) * 2 + np.random.default_rng(0).random((n, n)) * 0.01)
     cache = sv.init(sv.LinearProblem(A), sv.LU())

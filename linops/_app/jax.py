@@ -222,7 +222,7 @@ def main(argv=None, out=None) -> list[dict]:
     from pathlib import Path
 
     from .loop import _positive
-    from .report import write_section
+    from .report import publish
 
     ap = argparse.ArgumentParser(prog="python -m linops bench jax",
                                  description=__doc__.splitlines()[0])
@@ -242,9 +242,7 @@ def main(argv=None, out=None) -> list[dict]:
     cols = ["n", "method", "time s", "first call s", "peak MB (warm)", "peak MB (first)",
             "factorizations", "ratio", "memory"]
     text = table(_rows(results), cols)
-    print(text)
-    write_section(args.out, "jax", text, results, "python -m linops bench jax " +
-                  " ".join(argv if argv is not None else sys.argv[3:]))
+    publish(args.out, "jax", text, results, argv)
     return results
 
 

@@ -388,7 +388,7 @@ def main(argv=None, out=None) -> list[dict]:
     """``python -m linops bench loop``: the loop table, printed and written to ``--out``."""
     from pathlib import Path
 
-    from .report import write_section
+    from .report import publish
 
     ap = argparse.ArgumentParser(prog="python -m linops bench loop",
                                  description=__doc__.split("\n")[0])
@@ -405,9 +405,7 @@ def main(argv=None, out=None) -> list[dict]:
                progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
                                         flush=True))
     text = format_rows(rows)
-    print(text)
-    write_section(args.out, "loop", text, rows, "python -m linops bench loop " +
-                  " ".join(argv if argv is not None else sys.argv[3:]))
+    publish(args.out, "loop", text, rows, argv)
     return rows
 
 

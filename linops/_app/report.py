@@ -71,6 +71,16 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(out)
 
 
+def publish(out: Path, name: str, text: str, rows: list[dict], argv) -> None:
+    """Print a section's table and write it (``write_section``) with the command that made it:
+    ``python -m linops bench <name>`` and its arguments (``argv``, or the process's own)."""
+    import sys
+
+    print(text)
+    args = argv if argv is not None else sys.argv[3:]
+    write_section(out, name, text, rows, " ".join([f"python -m linops bench {name}", *args]))
+
+
 def write_section(out: Path, name: str, text: str, rows: list[dict], command: str) -> None:
     """``<out>/<name>.md`` (the table with when, where and how it was measured) and
     ``<out>/<name>.json``; says where."""

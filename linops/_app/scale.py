@@ -319,7 +319,7 @@ def main(argv=None, out=None) -> list[dict]:
     from pathlib import Path
 
     from .loop import _positive
-    from .report import write_section
+    from .report import publish
 
     ap = argparse.ArgumentParser(prog="python -m linops bench scale",
                                  description=__doc__.split("\n")[0])
@@ -333,9 +333,7 @@ def main(argv=None, out=None) -> list[dict]:
                progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
                                         flush=True))
     text = format_rows(rows)
-    print(text)
-    write_section(args.out, "scale", text, rows, "python -m linops bench scale " +
-                  " ".join(argv if argv is not None else sys.argv[3:]))
+    publish(args.out, "scale", text, rows, argv)
     return rows
 
 
