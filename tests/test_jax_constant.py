@@ -85,7 +85,7 @@ def test_every_derivative_order_and_mode(fam):
     np.testing.assert_allclose(np.asarray(J), fam.M.to_scipy().toarray(), atol=1e-14)
 
 
-def test_float32_without_promotion():
+def test_float32_theta_promotes_to_the_values_dtype():
     fam = FAMILIES["poisson"]
     th = jnp.asarray(_theta(fam), dtype=jnp.float32)
     assert jax.jit(lambda t: fam(t).values)(th).dtype == jnp.float64  # host values are float64
