@@ -41,8 +41,13 @@ def execute(nb, timeout: int = 600):
 
     Raises ``nbclient.exceptions.CellExecutionError`` on the first failing cell.
     """
+    import os
+
     import nbclient
 
+    # the kernel imports linops from this checkout (not from an installed copy of another one)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                      record_timing=False,
                                      resources={"metadata": {"path": str(HERE)}})

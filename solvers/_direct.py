@@ -369,7 +369,11 @@ class _Cholmod:
         self.out_dtype = precision(A.dtype)
         self.dtype = np.result_type(self.out_dtype, np.float64)  # CHOLMOD: double precision
         csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype)
-        self.symbolic = cholmod.analyze(csc) if symbolic is None else symbolic
+        # Debian's SuiteSparse 5.12 refuses complex Hermitian positive definite matrices in its
+        # simplicial row factorization ("not positive definite" on a matrix with eigenvalues
+        # 1.1, 3.7, 12): the supernodal factorization of the same matrix is right
+        mode = "supernodal" if self.dtype.kind == "c" else "auto"
+        self.symbolic = cholmod.analyze(csc, mode=mode) if symbolic is None else symbolic
         try:
             self.factor = self.symbolic.cholesky(csc)
         except cholmod.CholmodNotPositiveDefiniteError as e:
