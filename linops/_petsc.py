@@ -18,9 +18,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import LinearOperator, _set, operator
-from ._errors import ShapeError, UnsupportedOperandError
-from ._queries import _to_dense, conjugate
+from ._base import LinearOperator
+from ._errors import BackendNotSupported, ShapeError, UnsupportedOperandError
+from ._generics import _to_dense, conjugate
+from ._lowrank import LowRank, RankOne
+from ._pytree import _set, operator
 
 
 class MatrixModifiedError(RuntimeError):
@@ -31,8 +33,6 @@ def _petsc():
     try:
         from petsc4py import PETSc
     except ImportError:  # pragma: no cover - exercised only without petsc4py
-        from ._errors import BackendNotSupported
-
         raise BackendNotSupported(
             'the PETSc backend needs petsc4py and mpi4py: apt-get install libpetsc-real-dev '
             'openmpi-bin, then pip install "linops[petsc]" (see the README)') from None
@@ -355,8 +355,6 @@ class PETScElementFamily:
     def pullback(self, G, *, real: bool = True):
         """θ̄ₑ = ⟨Pₑᵀ Keₑ Pₑ, G⟩_F for this rank's elements, G = U Vᴴ lazy (RankOne/LowRank)
         whose factors are owned slices. Collective (ghost scatter); O(local nnz · rank)."""
-        from ._lowrank import LowRank, RankOne
-
         if not isinstance(G, (RankOne, LowRank)):
             raise UnsupportedOperandError(
                 f"PETScElementFamily.pullback needs a lazy RankOne/LowRank cotangent whose "

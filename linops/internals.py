@@ -13,19 +13,15 @@ from ._backend import backend_of as backend_of
 from ._backend import is_cupy as is_cupy
 from ._backend import is_jax as is_jax
 from ._backend import namespace as namespace
+from ._backend import conj as conj
+from ._backend import is_array as is_array
+from ._backend import seal as seal
+from ._backend import snapshot as snapshot
 from ._backend import to_numpy as to_numpy
-from ._base import conj as conj
-from ._base import ensure_jax_pytrees as ensure_jax_pytrees
-from ._base import is_array as is_array
-from ._base import seal as seal
-from ._base import snapshot as snapshot
 from ._errors import BackendNotSupported as BackendNotSupported
 from ._errors import ShapeError as ShapeError
 from ._errors import UnsupportedOperandError as UnsupportedOperandError
-from ._pytree_util import array_leaves as array_leaves
+from ._pytree import array_leaves as array_leaves
+from ._pytree import backend_of_operator as backend_of_operator
+from ._pytree import ensure_jax_pytrees as ensure_jax_pytrees
 from ._sddmm import sddmm as sddmm
-
-
-def backend_of_operator(A) -> Backend:
-    """The backend of the arrays an operator holds (numpy for operators that hold none)."""
-    return backend_of(*array_leaves(A, patterns=False))

@@ -38,24 +38,11 @@ APPLICATION = ("linops.__main__", "linops._app")
 # The upward imports linops keeps: (importer, target, the function that holds the import).
 # Strict: an entry whose import is gone fails too, so the list never outlives its reasons.
 ALLOWED_UPWARD: dict[tuple[str, str, str], str] = {
-    # --- the present knot, each entry removed by the commit that moves its code down a layer:
-    # the base class and the query rules import what sits above them
-    ("linops._base", "linops._queries", "LinearOperator.T"): "conjugate lives with the queries",
-    ("linops._base", "linops._queries", "LinearOperator.conj"): "conjugate lives with the queries",
-    ("linops._base", "linops._algebra", "LinearOperator.__matmul__"): "operator arithmetic",
-    ("linops._base", "linops._algebra", "LinearOperator.__add__"): "operator arithmetic",
-    ("linops._base", "linops._algebra", "LinearOperator.__radd__"): "operator arithmetic",
-    ("linops._base", "linops._algebra", "LinearOperator.__mul__"): "operator arithmetic",
-    ("linops._base", "linops._convert", "_as_operand"): "operand coercion lives in the base",
-    ("linops._base", "linops._dense", "_dense"): "a helper of the base builds a Dense",
-    ("linops._queries", "linops._convert", "_operator"): "query arguments are wrapped here",
-    ("linops._queries", "linops._matrixfree", "conjugate"): "the generic conjugate's fallback",
-    ("linops._queries", "linops._sparse", "project"): "project builds a Sparse",
-    ("linops._queries", "linops._sparse", "sample_pattern"): "Sparse's case in the generic",
-    ("linops._queries", "linops._lowrank", "sample_pattern"): "LowRank's case in the generic",
-    ("linops._queries", "linops._composite", "_inner_distributed"): "Sum/Scaled second operand",
-    ("linops._queries", "linops._lowrank", "_inner"): "the second operand's cases in the generic",
-    ("linops._queries", "linops._sparse", "_inner"): "the second operand's cases in the generic",
+    # the arithmetic of the base class (A + B, A @ B, c * A) is the simplification rules, which
+    # build Sum, Product, Scaled and LowRank: subclasses of LinearOperator, whose modules import
+    # _base. The base class asks for the rules when it first combines operators (_base._algebra)
+    ("linops._base", "linops._algebra", "_algebra"):
+        "operator arithmetic builds the concrete subclasses",
     # the Krylov driver of the backend table hands a Sparse to scipy as its native CSR; it moves
     # to solvers/_krylov.py (issue 17, item 3), and this entry goes with it
     ("linops._backend", "linops._sparse", "Backend._krylov_operator"):
@@ -272,6 +259,15 @@ def test_every_upward_import_in_linops_is_allowed_with_a_reason(imports):
                       "back): move the code to the layer it belongs to, or add it to " \
                       "ALLOWED_UPWARD with the reason:\n" + "\n".join(map(str, new))
     assert stale == [], f"ALLOWED_UPWARD entries whose import is gone (delete them): {stale}"
+
+
+def test_the_generics_sit_below_the_operator_classes(imports):
+    # the singledispatch generics are the bottom layer: every operator module registers on them,
+    # so they may not import an operator module, not even in a function
+    graph = module_graph(imports, "linops")
+    below = _reach(graph, "linops._generics")
+    assert "linops._base" not in below, sorted(below)
+    assert [str(i) for i in imports if i.importer == "linops._generics" and i.function] == []
 
 
 # ----- the tests of the test: a synthetic tree with known faults ---------------------------------
