@@ -2,7 +2,7 @@
 structure.
 
 The bottom layer of the operator code: this module knows no operator type (it imports the
-backend table and the walk over an operator's arrays, nothing else of linops). Each operator's
+errors, the backend table and the walk over an operator's arrays, nothing else). Each operator's
 module registers its own rules beside the operator, so everything about ``LowRank`` is in
 ``_lowrank``; the public entry points, which check their arguments, are in ``_queries``.
 
