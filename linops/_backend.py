@@ -1,4 +1,5 @@
-"""The backend table: one entry per array library — numpy + scipy, cupy + cupyx, jax.
+"""The backend table: one entry per array library — numpy + scipy, cupy + cupyx, jax; and the
+array helpers that carry the mutation rule into the operators.
 
 Every backend-specific call in linops, solvers and adjoints goes through the entry that owns the
 arrays at hand: host/device transfer, snapshots (the mutation rule), sparse products, the dense
@@ -13,7 +14,9 @@ A numpy array is copied into a private read-only array unless it is already read
 way down (then it cannot change and is kept as is); a cupy array is copied on its device; jax
 arrays are immutable and kept. Editing the array you passed in therefore never changes an
 operator, a factorization or a solution made from it. Cost: one copy per construction, O(bytes),
-and nothing per solve.
+and nothing per solve. The helpers at the end apply the rule to any array: :func:`snapshot`
+copies a user's array once, at construction; :func:`seal` marks an array that linops has just
+computed as immutable, so an operator can keep it without that copy.
 
 >>> import numpy as np
 >>> be = backend_of(np.ones(3))
@@ -33,7 +36,7 @@ import numpy as np
 from ._errors import BackendNotSupported
 
 __all__ = ["Backend", "backend_of", "backend_named", "BACKEND_NAMES", "namespace", "to_numpy",
-           "is_jax", "is_cupy", "DTYPES", "CAPABILITIES"]
+           "is_jax", "is_cupy", "is_array", "snapshot", "seal", "conj", "DTYPES", "CAPABILITIES"]
 
 DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 CAPABILITIES = ("dense_lu", "dense_cholesky", "sparse_lu", "sparse_cholesky", "cg", "minres",
@@ -446,3 +449,53 @@ def namespace(*arrays: Any):
 def to_numpy(x: Any) -> np.ndarray:
     """Host copy (a documented device->host transfer for cupy; jax arrays must be concrete)."""
     return backend_of(x).to_host(x)
+
+
+# ----- the mutation rule, for any array ----------------------------------------------------------
+def is_array(x: Any) -> bool:
+    """An array of a backend in the table (numpy, cupy, jax, also tracers) or any array-API
+    array. Objects that merely have ``shape`` and ``dtype`` (operators, of linops or of other
+    libraries) are not arrays: they have no ``__array_namespace__``."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return True
+    return is_jax(x) or is_cupy(x) or (hasattr(x, "__array_namespace__") and hasattr(x, "shape"))
+
+
+def snapshot(x):
+    """The mutation rule: a private, unchangeable version of a user array.
+
+    A numpy array is copied once (O(bytes)) into a read-only array, unless it is read-only all
+    the way down (itself and every array it views): then nobody can change it and it is kept.
+    jax arrays are kept; cupy arrays are copied on their device. ``np.matrix`` becomes an
+    ndarray (its ``*`` and 2-D slicing rules would break the operators). Non-arrays (python
+    scalars, operators) pass through unchanged.
+
+    >>> a = np.ones(2)
+    >>> s = snapshot(a)
+    >>> a[0] = 5.0
+    >>> s, s.flags.writeable, snapshot(s) is s
+    (array([1., 1.]), False, True)
+    """
+    if not is_array(x):
+        return x
+    if isinstance(x, np.matrix):
+        x = np.asarray(x)
+    return backend_of(x).snapshot(x)
+
+
+def conj(x):
+    """conj(x), without a copy for real arrays; the result is sealed."""
+    if np.dtype(x.dtype).kind != "c":
+        return x
+    be = backend_of(x)
+    return be.seal(be.xp.conj(x))
+
+
+def seal(x):
+    """Mark an array linops just created as immutable, so operators keep it without a copy.
+
+    Only for arrays nobody else holds: sealing a user's array would make it read-only under
+    their feet. A numpy view is left writeable (its base could still change), and the operator
+    that receives it then copies it.
+    """
+    return backend_of(x).seal(x) if is_array(x) else x
