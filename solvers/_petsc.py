@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import linops as lo
+from linops.internals import ShapeError
 
 from ._acceptance import attainable, backward_error, verdict
 from ._checks import hermitian_defect, hermitian_tol
@@ -502,8 +503,6 @@ class _PETScFactor(Factor):
         B = np.asarray(B)
         nl = self.mat.getLocalSize()[0]
         if B.ndim != 2 or B.shape[0] != nl:
-            from linops._errors import ShapeError
-
             raise ShapeError(f"B must be this rank's owned slice, shape ({nl}, k); got {B.shape}")
         if B.dtype.kind == "c" and np.dtype(lib.ScalarType).kind != "c":
             return self.solve(B.real.copy(), trans) + 1j * self.solve(B.imag.copy(), trans)

@@ -46,17 +46,10 @@ ALLOWED_UPWARD: dict[tuple[str, str, str], str] = {
     # _base. The base class asks for the rules when it first combines operators (_base._algebra)
     ("linops._base", "linops._algebra", "_algebra"):
         "operator arithmetic builds the concrete subclasses",
-    # the Krylov driver of the backend table hands a Sparse to scipy as its native CSR; it moves
-    # to solvers/_krylov.py (issue 17, item 3), and this entry goes with it
-    ("linops._backend", "linops._sparse", "Backend._krylov_operator"):
-        "the Krylov driver, until it moves to solvers",
 }
 
 # Imports of private linops modules by solvers and adjoints: (importer, target) -> why.
-ALLOWED_PRIVATE: dict[tuple[str, str], str] = {
-    ("solvers._petsc", "linops._errors"):
-        "ShapeError, which linops.internals exports; the file belongs to another change now",
-}
+ALLOWED_PRIVATE: dict[tuple[str, str], str] = {}
 
 
 # ----- the scanner -------------------------------------------------------------------------------
