@@ -151,24 +151,44 @@ class Auto(Algorithm):
             return LU()
         return Cholesky() if sym else LU()
 
-    def _setup(self, A, prob) -> Factor:
-        """``choose``, then the chosen algorithm's setup; a definite factorization of an
-        indefinite Hermitian A falls back to the general one (warned when a hint said
-        positive definite)."""
+    def plan(self, A, prob):
+        """:meth:`choose`, with a symmetric/definite choice wrapped so that an indefinite A
+        falls back to the general factorization (counted, and warned when a hint said
+        positive definite). Made at ``init`` and at every ``update``."""
         alg = self.choose(A, prob)
+        general = _general(alg)
+        return alg if general is None else Fallback(alg, general)
+
+    def _setup(self, A, prob) -> Factor:
+        """The plan's setup (``Auto`` used directly, e.g. as Woodbury's base)."""
+        return self.plan(A, prob).setup(A, prob)
+
+
+@dataclass(frozen=True)
+class Fallback(Algorithm):
+    """``first`` (a symmetric/definite factorization), or ``general`` when ``first`` finds A
+    Hermitian but not positive definite: what ``Auto`` plans for a Hermitian A. The fallback
+    costs the failed attempt (counted in ``cache.stats.fallbacks``); a wrong ``posdef=True``
+    hint is warned (:class:`HintWarning`). Not registered: ``Auto``'s building block."""
+
+    first: Algorithm
+    general: Algorithm
+
+    @property
+    def label(self) -> str:
+        return self.first.label
+
+    def _setup(self, A, prob) -> Factor:
         try:
-            return alg.setup(A, prob)
+            return self.first.setup(A, prob)
         except NotPositiveDefiniteError as e:
-            general = _general(alg)
-            if general is None:
-                raise
             if prob is not None and prob.posdef:
                 warn_caller(f"the problem says {hint_text(prob)} but A is not positive definite "
-                            f"({str(e).split(';')[0]}); solving with LU instead", HintWarning)
-            factor = general.setup(A, prob)
+                            f"({self.first.label} found a pivot <= 0); solving with LU instead",
+                            HintWarning)
+            factor = self.general.setup(A, prob)
             factor.fallbacks = getattr(factor, "fallbacks", 0) + 1
-            first = getattr(alg, "label", type(alg).__name__)
-            factor.kind = f"{factor.kind} (after {first}: not positive definite)"
+            factor.kind = f"{factor.kind} (after {self.first.label}: not positive definite)"
             return factor
 
 
@@ -176,6 +196,6 @@ def _general(alg):
     """The general (LU) counterpart of a symmetric/definite algorithm, or None."""
     if isinstance(alg, Cholesky):
         return LU()
-    if type(alg).__name__ == "Pardiso" and alg.posdef:
+    if alg.name == "pardiso" and alg.posdef:
         return type(alg)(posdef=False, pivot_rtol=alg.pivot_rtol)
     return None
