@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import linops as lo
+from linops.internals import structure
 
 from ._checks import backend_of_problem, hint_text, is_hermitian
 from ._contract import Algorithm, Factor
@@ -18,7 +19,7 @@ from ._errors import HintWarning, NotPositiveDefiniteError, warn_caller
 from ._krylov import CG, GMRES
 from ._amg import AMG
 from ._registry import entry, register
-from ._woodbury import Woodbury, split_low_rank
+from ._woodbury import Woodbury
 
 
 @register("auto", "the default: chooses by structure, size, what is installed and checked hints",
@@ -126,11 +127,12 @@ class Auto(Algorithm):
         """
         posdef = bool(prob is not None and prob.posdef)
         hermitian = bool(prob is not None and prob.hermitian)
-        if isinstance(A, (lo.Diagonal, lo.Identity)):
+        kind = structure(A)
+        if kind == "diagonal":
             return DiagonalSolve()
-        if split_low_rank(A) is not None:
+        if kind == "lowrank":
             return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min))
-        stored = isinstance(A, (lo.Dense, lo.Sparse)) or A.shape[0] <= self.dense_max
+        stored = kind in ("dense", "sparse") or A.shape[0] <= self.dense_max
         if not stored:  # a lazy operator's hint goes to CG unchecked; CG's true residual checks
             return CG(rtol=self.rtol) if posdef and hermitian else GMRES(rtol=self.rtol)
         # stored entries: Hermitian is checked (O(nnz)), with or without a hint
@@ -139,7 +141,7 @@ class Auto(Algorithm):
             warn_caller(f"the problem says {hint_text(prob)} but A is not Hermitian; solving "
                         f"with LU instead", HintWarning)
             posdef = False
-        if isinstance(A, lo.Sparse):
+        if kind == "sparse":
             be = backend_of_problem(A)
             if posdef and A.shape[0] > self.iterative_min and be.capability("amg") is None:
                 return CG(rtol=self.rtol, precond=AMG())

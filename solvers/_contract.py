@@ -39,31 +39,20 @@ solvers._errors.NotHermitianError: Cholesky needs a Hermitian matrix, but max|A 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 import linops as lo
+from linops.internals import structure_key
 
-from ._checks import backend_of_problem, check_finite_operator, precision, require_hermitian
+from ._checks import (backend_of_problem, check_finite_operator, is_hermitian, precision,
+                      require_hermitian)
 from ._errors import BackendNotSupported
 
 MODES = frozenset("NHT")
-
-
-def structure_key(A: lo.LinearOperator):
-    """Hashable description of A's structure; equal keys allow a numeric refactorization.
-
-    None (never equal) for operators without a comparable structure, such as lazy ones."""
-    key = getattr(A, "structure_key", None)
-    if key is not None:
-        return key
-    if isinstance(A, lo.Sparse):
-        return ("sparse", A.pattern)
-    if isinstance(A, lo.Dense):
-        return ("dense", A.shape)
-    return None
 
 
 class Factor(abc.ABC):
@@ -258,8 +247,6 @@ def same_spec(a, b) -> bool:
         return True
     if type(a) is not type(b):
         return False
-    import dataclasses
-
     if not dataclasses.is_dataclass(a):
         return False
     for f in dataclasses.fields(a):
@@ -290,7 +277,5 @@ def _reusable(previous: Factor, A, key, be) -> bool:
     if precision(A.dtype) != previous.precision:  # another kind or precision: a full setup
         return False
     if previous.requires_hermitian:
-        from ._checks import is_hermitian
-
         return is_hermitian(A)
     return True

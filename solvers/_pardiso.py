@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 import linops as lo
-from linops.internals import to_numpy
+from linops.internals import csr_parts, to_numpy
 
 from ._checks import backend_of_problem, cast_rhs, hint_text, is_hermitian, precision, \
     rcond_tol
@@ -267,7 +267,7 @@ class Pardiso(Algorithm):
         lib, reason = _mkl()
         if lib is None:
             raise BackendNotSupported(reason)
-        if not isinstance(A, lo.Sparse):
+        if csr_parts(A) is None:
             raise BackendNotSupported(f"Pardiso needs an assembled sparse matrix (lo.Sparse / "
                                       f"scipy sparse), got {type(A).__name__}; use sv.LU() for "
                                       f"dense or sv.GMRES() for matrix-free operators")

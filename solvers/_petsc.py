@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import linops as lo
-from linops.internals import ShapeError
+from linops.internals import ShapeError, structure
 
 from ._acceptance import attainable, backward_error, verdict
 from ._checks import hermitian_defect, hermitian_tol
@@ -275,9 +275,10 @@ def _as_petsc_operator(A):
     from linops.petsc import PETScMatrix
 
     A = lo.aslinop(A)
-    if isinstance(A, PETScMatrix):
+    kind = structure(A)
+    if kind == "petsc":
         return A, False
-    if isinstance(A, lo.Sparse):  # serial data: a sequential AIJ copy on this process
+    if kind == "sparse":  # serial data: a sequential AIJ copy on this process
         lib = _lib()
         if np.dtype(A.dtype).kind == "c" and _real_build():
             raise BackendNotSupported(
