@@ -437,8 +437,8 @@ class _PETScFactor(Factor):
     def _rcond_check(self, seed: int = 12345) -> None:
         """Direct solvers: reciprocal condition estimate from one solve with a random r,
         rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞); at or below ``rcond_tol`` (sv.LU's threshold) the
-        factorization is singular to
-        working precision (MUMPS does not report null pivots by default). Collective."""
+        factorization is singular to working precision (MUMPS does not report null pivots by
+        default). Collective."""
         lib = _lib()
         r, x = self.mat.createVecLeft(), self.mat.createVecRight()
         try:
