@@ -41,6 +41,12 @@ AMG(kind="sa" | "rs")      algebraic multigrid (pyamg; numpy only); also a solve
 ILU(drop_tol, fill_factor)  incomplete LU (numpy, cupy)
 Jacobi()                   diag(A)⁻¹ (every backend, lazy operators too)
 
+Log-determinants, selected inversion (issue 18)
+-----------------------------------------------
+cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
+selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
+inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
+
 Errors and warnings
 -------------------
 SolveError                 base of every solve failure (``status`` says which); ``throw=False``
@@ -105,6 +111,11 @@ from ._precond import ILU as ILU
 from ._precond import Jacobi as Jacobi
 from ._problem import LinearProblem as LinearProblem
 from ._woodbury import Woodbury as Woodbury
+from ._logdet import LogDet as LogDet
+from ._selinv import SelectedInverse as SelectedInverse
+from ._selinv import selected_inverse as selected_inverse
+from ._inverse import Inverse as Inverse
+from ._inverse import inverse as inverse
 from ._petsc import PETSc as PETSc
 from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError
 
@@ -120,4 +131,6 @@ __all__ = [
     "SolveError", "SingularMatrixError", "NotHermitianError", "NonFiniteInputError",
     "ConvergenceError", "StaleSolutionError", "HintWarning", "BackendNotSupported",
     "TransposeNotSupportedError",
+    # log-determinants, selected inversion, eigenvalues (issue 18)
+    "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
 ]

@@ -1,0 +1,347 @@
+"""Compiled kernels of the selected inversion (numba): supernodal Takahashi recurrences.
+
+Why our own kernel: no package on the index computes a selected inverse from a factorization
+someone else made. ``selinv`` (PyPI, a wrapper of Lin Lin's Fortran SelInv) factorizes again
+with its own LDLᵀ (a second factorization), is real symmetric and float64 only, and builds from
+source with a Fortran toolchain; SelectedInversion.jl is Julia. The recurrences need loops over
+supernodes with dense products inside, which numpy cannot express without a Python loop per
+supernode (10⁵ of them at n = 250 000); numba compiles those loops and calls BLAS for the
+products (``np.dot`` on contiguous blocks).
+
+Layout (the supernodal layout of CHOLMOD, shared by every engine): supernode s owns the
+columns ``sup[s]:sup[s+1]`` (ncol of them) and the sorted row list ``rows[rp[s]:rp[s+1]]``
+(nrow rows, the first ncol are its own columns); its values are an nrow×ncol column-major block
+at ``X[xp[s]:]``, entry (r, c) at ``xp[s] + c·nrow + r``. For a factor B = L·U (or L·Lᴴ) the
+block of L holds L[rows, cols]; the block of U (unsymmetric case) holds U[cols, rows]ᵀ. The
+selected inverse Z = B⁻¹ overwrites them in place: ``XL`` gets Z[rows, cols] (its top ncol×ncol
+square the FULL diagonal block Z[cols, cols]) and ``XU`` gets Z[cols, rows]ᵀ below that square.
+
+Recurrences for supernode s with below-structure C (Z_CC gathered from its ancestors):
+
+    Z_Cs = −Z_CC L_Cs L_ss⁻¹
+    Z_sC = −U_ss⁻¹ U_sC Z_CC                 (Hermitian: Z_sC = Z_Csᴴ, not computed)
+    Z_ss = U_ss⁻¹ (L_ss⁻¹ − U_sC Z_Cs)       (Hermitian: L_ss⁻ᴴ (L_ss⁻¹ − L_Csᴴ Z_Cs))
+
+Cost: the flops of the factorization (about twice them), memory one copy of the factor's values.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+_JIT = dict(cache=True, nogil=True)
+
+
+@nb.njit(**_JIT)
+def cycle_count(p):
+    """Number of cycles of the permutation p (0-based), O(n)."""
+    n = p.size
+    seen = np.zeros(n, np.bool_)
+    c = 0
+    for i in range(n):
+        if not seen[i]:
+            c += 1
+            j = i
+            while not seen[j]:
+                seen[j] = True
+                j = p[j]
+    return c
+
+
+# ----- symbolic: the Cholesky structure of a symmetric pattern, in its given order -------------
+@nb.njit(**_JIT)
+def symbolic_cholesky(n, Mp, Mi):
+    """Elimination tree and column structures of the Cholesky factor of the symmetric pattern M
+    (CSC, both triangles), in M's own order. Returns (parent, Lp, Li): column j of L has the
+    sorted rows ``Li[Lp[j]:Lp[j+1]]``, the first being j. O(nnz(L))."""
+    parent = np.full(n, -1, np.int64)
+    ancestor = np.full(n, -1, np.int64)
+    for k in range(n):
+        for p in range(Mp[k], Mp[k + 1]):
+            i = Mi[p]
+            while i != -1 and i < k:
+                inext = ancestor[i]
+                ancestor[i] = k
+                if inext == -1:
+                    parent[i] = k
+                i = inext
+    # row k of L = the nodes on the etree paths from the entries M[i, k], i < k, up to k
+    count = np.ones(n, np.int64)
+    mark = np.full(n, -1, np.int64)
+    for k in range(n):
+        mark[k] = k
+        for p in range(Mp[k], Mp[k + 1]):
+            i = Mi[p]
+            while i != -1 and i < k and mark[i] != k:
+                count[i] += 1
+                mark[i] = k
+                i = parent[i]
+    Lp = np.zeros(n + 1, np.int64)
+    for j in range(n):
+        Lp[j + 1] = Lp[j] + count[j]
+    Li = np.empty(Lp[n], np.int64)
+    fill = Lp[:-1].copy()
+    for j in range(n):
+        Li[fill[j]] = j
+        fill[j] += 1
+    mark[:] = -1
+    for k in range(n):
+        mark[k] = k
+        for p in range(Mp[k], Mp[k + 1]):
+            i = Mi[p]
+            while i != -1 and i < k and mark[i] != k:
+                Li[fill[i]] = k  # k grows: every column's rows come out sorted
+                fill[i] += 1
+                mark[i] = k
+                i = parent[i]
+    return parent, Lp, Li
+
+
+@nb.njit(**_JIT)
+def supernodes(n, parent, Lp, Li):
+    """Fundamental supernodes of a column structure: j and j+1 share a supernode when
+    struct(j) = {j} ∪ struct(j+1). Returns (sup, rp, rows, xp) in the layout above."""
+    sup_l = [0]
+    for j in range(n - 1):
+        if not (parent[j] == j + 1 and Lp[j + 1] - Lp[j] == Lp[j + 2] - Lp[j + 1] + 1):
+            sup_l.append(j + 1)
+    sup_l.append(n)
+    ns = len(sup_l) - 1
+    sup = np.empty(ns + 1, np.int64)
+    for s in range(ns + 1):
+        sup[s] = sup_l[s]
+    rp = np.zeros(ns + 1, np.int64)
+    xp = np.zeros(ns + 1, np.int64)
+    for s in range(ns):
+        f = sup[s]
+        nrow = Lp[f + 1] - Lp[f]
+        rp[s + 1] = rp[s] + nrow
+        xp[s + 1] = xp[s] + nrow * (sup[s + 1] - f)
+    rows = np.empty(rp[ns], np.int64)
+    for s in range(ns):
+        f = sup[s]
+        rows[rp[s]:rp[s + 1]] = Li[Lp[f]:Lp[f + 1]]
+    return sup, rp, rows, xp
+
+
+@nb.njit(**_JIT)
+def col_to_super(n, sup):
+    c2s = np.empty(n, np.int64)
+    for s in range(sup.size - 1):
+        c2s[sup[s]:sup[s + 1]] = s
+    return c2s
+
+
+@nb.njit(**_JIT)
+def scatter_columns(sup, rp, rows, xp, c2s, indptr, indices, data, X, transposed):
+    """Put the entries of a CSC (``transposed=False``: entry (i, j) → block of column j, row i)
+    or of a CSR read as rows (``transposed=True``: entry (i, j) of row i → block of column i,
+    row j) into X. Indices sorted. Returns the number of entries that had no slot (0 when
+    the structure holds the matrix)."""
+    missing = 0
+    for j in range(indptr.size - 1):
+        s = c2s[j]
+        f = sup[s]
+        r0 = rp[s]
+        nrow = rp[s + 1] - r0
+        base = xp[s] + (j - f) * nrow
+        q = 0
+        for p in range(indptr[j], indptr[j + 1]):
+            i = indices[p]
+            while q < nrow and rows[r0 + q] < i:
+                q += 1
+            if q == nrow or rows[r0 + q] != i:
+                missing += 1
+                continue
+            X[base + q] = data[p]
+    return missing
+
+
+# ----- numeric kernels ---------------------------------------------------------------------------
+@nb.njit(**_JIT)
+def _right_lower_solve(Y, LT, unit):
+    """Y ← Y L⁻¹ for L lower triangular given as LT = Lᵀ (C order), in place."""
+    nc, m = Y.shape
+    for a in range(nc):
+        for j in range(m - 1, -1, -1):
+            y = Y[a, j]
+            for k in range(j + 1, m):
+                y -= Y[a, k] * LT[j, k]
+            Y[a, j] = y if unit else y / LT[j, j]
+
+
+@nb.njit(**_JIT)
+def _lower_inverse(L, unit):
+    """L⁻¹ for L lower triangular (C order); ncol³/3."""
+    m = L.shape[0]
+    Inv = np.zeros_like(L)
+    for c in range(m):
+        Inv[c, c] = 1.0 if unit else 1.0 / L[c, c]
+        for i in range(c + 1, m):
+            acc = 0.0 * L[0, 0]
+            for k in range(c, i):
+                acc += L[i, k] * Inv[k, c]
+            Inv[i, c] = -acc if unit else -acc / L[i, i]
+    return Inv
+
+
+@nb.njit(**_JIT)
+def _upper_left_solve(UT, M, conj):
+    """Solve U Z = M for U upper triangular given as UT = Uᵀ (lower, C order); conj: U = conj(UT)ᵀ
+    i.e. solve UTᴴ Z = M. Returns Z."""
+    m = M.shape[0]
+    Z = M.copy()
+    for i in range(m - 1, -1, -1):
+        for k in range(i + 1, m):
+            u = np.conj(UT[k, i]) if conj else UT[k, i]
+            for c in range(M.shape[1]):
+                Z[i, c] -= u * Z[k, c]
+        d = np.conj(UT[i, i]) if conj else UT[i, i]
+        for c in range(M.shape[1]):
+            Z[i, c] /= d
+    return Z
+
+
+@nb.njit(**_JIT)
+def _gather(s, sup, rp, rows, xp, c2s, XL, XU, hermitian, ZCC, loc):
+    """Z_CC of supernode s from the (already inverted) ancestors. Returns False when a needed
+    entry has no slot (a structure that is not closed: never for the structures built here)."""
+    ncol = sup[s + 1] - sup[s]
+    r0 = rp[s] + ncol
+    nc = rp[s + 1] - r0
+    b = 0
+    while b < nc:
+        c = rows[r0 + b]
+        t = c2s[c]
+        ft = sup[t]
+        lt = sup[t + 1]
+        rt0 = rp[t]
+        nrt = rp[t + 1] - rt0
+        xt = xp[t]
+        be = b
+        while be < nc and rows[r0 + be] < lt:
+            be += 1
+        q = 0
+        for a in range(b, nc):
+            r = rows[r0 + a]
+            while q < nrt and rows[rt0 + q] < r:
+                q += 1
+            if q == nrt or rows[rt0 + q] != r:
+                return False
+            loc[a] = q
+        for bb in range(b, be):
+            cc = rows[r0 + bb] - ft
+            col = xt + cc * nrt
+            for a in range(bb, nc):
+                v = XL[col + loc[a]]        # Z[C[a], C[bb]]
+                ZCC[a, bb] = v
+                if hermitian:
+                    ZCC[bb, a] = np.conj(v)
+                elif a < be:                 # both in t's diagonal block: its full square
+                    ZCC[bb, a] = XL[xt + loc[a] * nrt + cc]
+                else:
+                    ZCC[bb, a] = XU[col + loc[a]]   # Z[C[bb], C[a]]
+        b = be
+    return True
+
+
+@nb.njit(**_JIT)
+def selinv_supernodal(sup, rp, rows, xp, XL, XU, hermitian):
+    """Overwrite the factor blocks XL (and XU) with the selected inverse (see the module notes).
+
+    hermitian: XL holds a Cholesky factor L (B = L Lᴴ, non-unit), XU is ignored. Otherwise XL
+    holds a unit lower L and XU the blocks of U (B = L U). Returns 0, or the 1-based supernode
+    whose structure was not closed (the caller raises)."""
+    ns = sup.size - 1
+    n = sup[ns]
+    c2s = col_to_super(n, sup)
+    maxnc = 0
+    for s in range(ns):
+        nc = rp[s + 1] - rp[s] - (sup[s + 1] - sup[s])
+        if nc > maxnc:
+            maxnc = nc
+    work = np.zeros(maxnc * maxnc, XL.dtype)
+    loc = np.zeros(maxnc, np.int64)
+    for s in range(ns - 1, -1, -1):
+        f = sup[s]
+        ncol = sup[s + 1] - f
+        nrow = rp[s + 1] - rp[s]
+        nc = nrow - ncol
+        base = xp[s]
+        blk = XL[base:base + nrow * ncol].reshape((ncol, nrow))     # blk[c, r] = L[r, c]
+        LssT = np.ascontiguousarray(blk[:, :ncol])                   # L_ssᵀ
+        Lss = np.ascontiguousarray(LssT.T)
+        Linv = _lower_inverse(Lss, not hermitian)
+        if nc == 0:
+            if hermitian:
+                Zss = np.dot(np.ascontiguousarray(np.conj(Linv.T)), Linv)
+            else:
+                ublk = XU[base:base + nrow * ncol].reshape((ncol, nrow))
+                Zss = _upper_left_solve(np.ascontiguousarray(ublk[:, :ncol].T), Linv, False)
+        else:
+            ZCC = work[:nc * nc].reshape((nc, nc))
+            if not _gather(s, sup, rp, rows, xp, c2s, XL, XU, hermitian, ZCC, loc):
+                return s + 1
+            Lcs = np.ascontiguousarray(blk[:, ncol:].T)              # L_Cs (nc × ncol)
+            ZCs = np.dot(ZCC, Lcs)
+            _right_lower_solve(ZCs, LssT, not hermitian)
+            ZCs = -ZCs
+            if hermitian:
+                M = Linv - np.dot(np.ascontiguousarray(np.conj(Lcs.T)), ZCs)
+                Zss = _upper_left_solve(Lss, M, True)                # L_ssᴴ Z = M
+            else:
+                ublk = XU[base:base + nrow * ncol].reshape((ncol, nrow))  # ublk[c, r] = U[c, r]
+                UssT = np.ascontiguousarray(ublk[:, :ncol].T)        # U_ssᵀ (lower)
+                UcsT = np.ascontiguousarray(ublk[:, ncol:].T)        # U_sCᵀ (nc × ncol)
+                ZsCT = np.dot(np.ascontiguousarray(ZCC.T), UcsT)     # Z_CCᵀ U_sCᵀ
+                _right_lower_solve(ZsCT, np.ascontiguousarray(UssT.T), False)
+                M = Linv - np.dot(np.ascontiguousarray(UcsT.T), ZCs)
+                Zss = _upper_left_solve(UssT, M, False)
+                for c in range(ncol):
+                    for a in range(nc):
+                        ublk[c, ncol + a] = -ZsCT[a, c]
+            for c in range(ncol):
+                for a in range(nc):
+                    blk[c, ncol + a] = ZCs[a, c]
+        for c in range(ncol):
+            for r in range(ncol):
+                blk[c, r] = Zss[r, c]
+    return 0
+
+
+@nb.njit(**_JIT)
+def lookup(P, Q, sup, rp, rows, xp, c2s, XL, XU, hermitian, out, found):
+    """out[k] = Z[P[k], Q[k]] where the layout holds it (found[k] = True), O(log nrow) each."""
+    for k in range(P.size):
+        p = P[k]
+        q = Q[k]
+        swap = p < q
+        r, c = (q, p) if swap else (p, q)   # r ≥ c: row r of column c's supernode
+        t = c2s[c]
+        ft = sup[t]
+        rt0 = rp[t]
+        nrt = rp[t + 1] - rt0
+        col = xp[t] + (c - ft) * nrt
+        if r < sup[t + 1]:                   # the diagonal block: its full square in XL
+            out[k] = XL[xp[t] + (q - ft) * nrt + (p - ft)]
+            found[k] = True
+            continue
+        lo_ = sup[t + 1] - ft
+        hi = nrt
+        while lo_ < hi:
+            mid = (lo_ + hi) // 2
+            if rows[rt0 + mid] < r:
+                lo_ = mid + 1
+            else:
+                hi = mid
+        if lo_ == nrt or rows[rt0 + lo_] != r:
+            found[k] = False
+            continue
+        found[k] = True
+        if not swap:
+            out[k] = XL[col + lo_]
+        elif hermitian:
+            out[k] = np.conj(XL[col + lo_])
+        else:
+            out[k] = XU[col + lo_]
