@@ -46,6 +46,7 @@ Log-determinants, selected inversion (issue 18)
 cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
 selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
 inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
+eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization
 
 Errors and warnings
 -------------------
@@ -116,6 +117,8 @@ from ._selinv import SelectedInverse as SelectedInverse
 from ._selinv import selected_inverse as selected_inverse
 from ._inverse import Inverse as Inverse
 from ._inverse import inverse as inverse
+from ._eigsh import Eigenpairs as Eigenpairs
+from ._eigsh import eigsh as eigsh
 from ._petsc import PETSc as PETSc
 from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError
 
@@ -133,4 +136,5 @@ __all__ = [
     "TransposeNotSupportedError",
     # log-determinants, selected inversion, eigenvalues (issue 18)
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
+    "eigsh", "Eigenpairs",
 ]
