@@ -287,34 +287,38 @@ def _superlu(f, shape) -> SelectedInverse:
         cp_ = np.asarray(f.order, dtype=np.int64)[cp_]
     L = lu.L.tocsc()
     U = lu.U.tocsr()
-    L.sort_indices()
-    U.sort_indices()
-    # the symmetric closure: Cholesky structure of pattern(L + U) + its transpose, in B's order
-    S = (abs(L) + abs(U)).tocsc()
-    S.data[:] = 1
-    S = (S + S.T).tocsc()
-    S.sort_indices()
-    parent, Lp, Li = K.symbolic_cholesky(n, S.indptr.astype(np.int64), S.indices.astype(np.int64))
-    del S
-    sup, rpt, rows, xp = K.supernodes(n, parent, Lp, Li)
-    del Lp, Li
+    Lp, Li = L.indptr.astype(np.int64), L.indices.astype(np.int64)
+    Up, Uj = U.indptr.astype(np.int64), U.indices.astype(np.int64)
+    # the symmetric closure: the Cholesky structure of pattern(L + U) + its transpose, in B's
+    # order relabelled by a postorder of its elimination tree (an equivalent order: the factors
+    # of Π B Πᵀ are Π L Πᵀ and Π U Πᵀ), so that supernodes are contiguous and can be relaxed
+    ident = np.arange(n, dtype=np.int64)
+    Mp, Mi = K.upper_pattern(n, Lp, Li, Up, Uj, ident)
+    post = K.postorder(K.etree(n, Mp, Mi))
+    ipost = np.empty(n, np.int64)
+    ipost[post] = ident
+    Mp, Mi = K.upper_pattern(n, Lp, Li, Up, Uj, ipost)
+    parent, Sp, Si = K.symbolic_cholesky(n, Mp, Mi)
+    del Mp, Mi
+    sup, rpt, rows, xp = K.supernodes(n, parent, Sp, Si)
+    del Sp, Si
     layout = _layout_arrays(sup, rpt, rows, xp)
     dtype = np.dtype(L.dtype)
     XL = np.zeros(int(xp[-1]), dtype)
     XU = np.zeros(int(xp[-1]), dtype)
     c2s = layout[4]
-    miss = K.scatter_columns(sup, rpt, rows, xp, c2s, L.indptr.astype(np.int64),
-                             L.indices.astype(np.int64), L.data, XL, False)
-    miss += K.scatter_columns(sup, rpt, rows, xp, c2s, U.indptr.astype(np.int64),
-                              U.indices.astype(np.int64), U.data, XU, True)
-    del L, U
+    miss = K.scatter(sup, rpt, rows, xp, c2s, Lp, Li, L.data, XL, False, ipost)
+    miss += K.scatter(sup, rpt, rows, xp, c2s, Up, Uj, U.data, XU, True, ipost)
+    del L, U, Lp, Li, Up, Uj
     if miss:
         raise RuntimeError(f"selected inversion: {miss} entries of SuperLU's factors fell "
                            f"outside the symbolic structure; please report this")
+    # A⁻¹[r, c] = (B⁻¹)[icp[r], irp[c]] and B⁻¹ = Πᵀ Z' Π: fold the postorder in
     irp = np.empty(n, np.int64)
-    irp[rp_] = np.arange(n)
+    irp[rp_] = ident
     icp = np.empty(n, np.int64)
-    icp[cp_] = np.arange(n)
+    icp[cp_] = ident
+    irp, icp = ipost[irp], ipost[icp]
     return _finish("SuperLU", shape, dtype, layout, XL, XU, False, irp, icp)
 
 
