@@ -47,6 +47,7 @@ cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, n
 selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
 inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
 eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization
+logdet_estimate(A) -> LogDetEstimate  matrix-free A: SLQ estimate of log det, with its stderr
 
 Errors and warnings
 -------------------
@@ -119,6 +120,8 @@ from ._inverse import Inverse as Inverse
 from ._inverse import inverse as inverse
 from ._eigsh import Eigenpairs as Eigenpairs
 from ._eigsh import eigsh as eigsh
+from ._slq import LogDetEstimate as LogDetEstimate
+from ._slq import logdet_estimate as logdet_estimate
 from ._petsc import PETSc as PETSc
 from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError
 
@@ -136,5 +139,5 @@ __all__ = [
     "TransposeNotSupportedError",
     # log-determinants, selected inversion, eigenvalues (issue 18)
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
-    "eigsh", "Eigenpairs",
+    "eigsh", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
 ]
