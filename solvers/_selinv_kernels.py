@@ -276,47 +276,23 @@ def scatter(sup, rp, rows, xp, c2s, indptr, indices, data, X, transposed, relabe
 
 # ----- numeric kernels ---------------------------------------------------------------------------
 @nb.njit(**_JIT)
-def _right_lower_solve(Y, LT, unit):
-    """Y ← Y L⁻¹ for L lower triangular given as LT = Lᵀ (C order), in place."""
-    nc, m = Y.shape
-    for a in range(nc):
-        for j in range(m - 1, -1, -1):
-            y = Y[a, j]
-            for k in range(j + 1, m):
-                y -= Y[a, k] * LT[j, k]
-            Y[a, j] = y if unit else y / LT[j, j]
-
-
-@nb.njit(**_JIT)
 def _lower_inverse(L, unit):
-    """L⁻¹ for L lower triangular (C order); ncol³/3."""
+    """L⁻¹ for L lower triangular (C order); ncol³/6 multiply-adds, rows streamed (i-k-c order)."""
     m = L.shape[0]
     Inv = np.zeros_like(L)
-    for c in range(m):
-        Inv[c, c] = 1.0 if unit else 1.0 / L[c, c]
-        for i in range(c + 1, m):
-            acc = 0.0 * L[0, 0]
-            for k in range(c, i):
-                acc += L[i, k] * Inv[k, c]
-            Inv[i, c] = -acc if unit else -acc / L[i, i]
+    row = np.zeros(m, L.dtype)
+    for i in range(m):
+        row[:i + 1] = 0.0
+        for k in range(i):
+            lik = L[i, k]
+            if lik != 0:
+                for c in range(k + 1):
+                    row[c] += lik * Inv[k, c]
+        d = 1.0 if unit else L[i, i]
+        for c in range(i):
+            Inv[i, c] = -row[c] / d
+        Inv[i, i] = 1.0 / d
     return Inv
-
-
-@nb.njit(**_JIT)
-def _upper_left_solve(UT, M, conj):
-    """Solve U Z = M for U upper triangular given as UT = Uᵀ (lower, C order); conj: U = conj(UT)ᵀ
-    i.e. solve UTᴴ Z = M. Returns Z."""
-    m = M.shape[0]
-    Z = M.copy()
-    for i in range(m - 1, -1, -1):
-        for k in range(i + 1, m):
-            u = np.conj(UT[k, i]) if conj else UT[k, i]
-            for c in range(M.shape[1]):
-                Z[i, c] -= u * Z[k, c]
-        d = np.conj(UT[i, i]) if conj else UT[i, i]
-        for c in range(M.shape[1]):
-            Z[i, c] /= d
-    return Z
 
 
 @nb.njit(**_JIT)
@@ -388,35 +364,34 @@ def selinv_supernodal(sup, rp, rows, xp, XL, XU, hermitian):
         blk = XL[base:base + nrow * ncol].reshape((ncol, nrow))     # blk[c, r] = L[r, c]
         LssT = np.ascontiguousarray(blk[:, :ncol])                   # L_ssᵀ
         Lss = np.ascontiguousarray(LssT.T)
-        Linv = _lower_inverse(Lss, not hermitian)
+        Linv = _lower_inverse(Lss, not hermitian)   # ncol³/6; the rest are BLAS products
+        if not hermitian:
+            ublk = XU[base:base + nrow * ncol].reshape((ncol, nrow))  # ublk[c, r] = U[c, r]
+            UssT = np.ascontiguousarray(ublk[:, :ncol].T)            # U_ssᵀ (lower)
+            UinvT = _lower_inverse(UssT, False)                      # (U_ss⁻¹)ᵀ
         if nc == 0:
             if hermitian:
                 Zss = np.dot(np.ascontiguousarray(np.conj(Linv.T)), Linv)
             else:
-                ublk = XU[base:base + nrow * ncol].reshape((ncol, nrow))
-                Zss = _upper_left_solve(np.ascontiguousarray(ublk[:, :ncol].T), Linv, False)
+                Zss = np.dot(np.ascontiguousarray(UinvT.T), Linv)
         else:
             ZCC = work[:nc * nc].reshape((nc, nc))
             if not _gather(s, sup, rp, rows, xp, c2s, XL, XU, hermitian, ZCC, loc):
                 return s + 1
             Lcs = np.ascontiguousarray(blk[:, ncol:].T)              # L_Cs (nc × ncol)
-            ZCs = np.dot(ZCC, Lcs)
-            _right_lower_solve(ZCs, LssT, not hermitian)
-            ZCs = -ZCs
+            ZCs = -np.dot(np.dot(ZCC, Lcs), Linv)                    # −Z_CC L_Cs L_ss⁻¹
             if hermitian:
                 M = Linv - np.dot(np.ascontiguousarray(np.conj(Lcs.T)), ZCs)
-                Zss = _upper_left_solve(Lss, M, True)                # L_ssᴴ Z = M
+                Zss = np.dot(np.ascontiguousarray(np.conj(Linv.T)), M)   # L_ss⁻ᴴ M
             else:
-                ublk = XU[base:base + nrow * ncol].reshape((ncol, nrow))  # ublk[c, r] = U[c, r]
-                UssT = np.ascontiguousarray(ublk[:, :ncol].T)        # U_ssᵀ (lower)
                 UcsT = np.ascontiguousarray(ublk[:, ncol:].T)        # U_sCᵀ (nc × ncol)
-                ZsCT = np.dot(np.ascontiguousarray(ZCC.T), UcsT)     # Z_CCᵀ U_sCᵀ
-                _right_lower_solve(ZsCT, np.ascontiguousarray(UssT.T), False)
+                # (Z_sC)ᵀ = −Z_CCᵀ U_sCᵀ U_ss⁻ᵀ
+                ZsCT = -np.dot(np.dot(np.ascontiguousarray(ZCC.T), UcsT), UinvT)
                 M = Linv - np.dot(np.ascontiguousarray(UcsT.T), ZCs)
-                Zss = _upper_left_solve(UssT, M, False)
+                Zss = np.dot(np.ascontiguousarray(UinvT.T), M)       # U_ss⁻¹ M
                 for c in range(ncol):
                     for a in range(nc):
-                        ublk[c, ncol + a] = -ZsCT[a, c]
+                        ublk[c, ncol + a] = ZsCT[a, c]
             for c in range(ncol):
                 for a in range(nc):
                     blk[c, ncol + a] = ZCs[a, c]
