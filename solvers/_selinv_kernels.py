@@ -314,7 +314,16 @@ def _gather(s, sup, rp, rows, xp, c2s, XL, XU, hermitian, ZCC, loc):
         be = b
         while be < nc and rows[r0 + be] < lt:
             be += 1
-        q = 0
+        # rows C[b:] lie in t's rows from C[b] on: binary search the start, then merge
+        lo_ = 0
+        hi = nrt
+        while lo_ < hi:
+            mid = (lo_ + hi) // 2
+            if rows[rt0 + mid] < c:
+                lo_ = mid + 1
+            else:
+                hi = mid
+        q = lo_
         for a in range(b, nc):
             r = rows[r0 + a]
             while q < nrt and rows[rt0 + q] < r:
