@@ -25,6 +25,8 @@ from ._errors import StaleSolutionError
 _ADJOINT = {"N": "H", "H": "N", "T": "C", "C": "T"}
 _CONJ = {"N": "C", "C": "N", "H": "T", "T": "H"}
 _NAMES = {"N": "A⁻¹", "H": "A⁻ᴴ", "T": "A⁻ᵀ", "C": "conj(A⁻¹)"}
+#: a cache without a selected inverse answers entries by solves for at most this many columns
+_MAX_SOLVED_COLUMNS = 64
 
 
 @operator
@@ -36,8 +38,10 @@ class Inverse(lo.LinearOperator):
     with ``op`` swapped (A⁻¹ ↔ A⁻ᴴ), O(1). Entries (``lo.sample``, ``lo.diagonal``,
     ``lo.project``, ``lo.inner`` with a Sparse, ``fam.pullback``): selected inversion of the
     factor (O(nnz(L)) memory, about twice the factorization's flops), positions outside the
-    factor's filled pattern by one solve per distinct column. ``lo.to_dense``: n solves, refused
-    above its size limit like any operator.
+    factor's filled pattern by one solve per distinct column. A cache without a selected inverse
+    (iterative, PARDISO, PETSc) answers entries by solves for at most 64 distinct columns and
+    raises ``BackendNotSupported`` beyond (``fam.pullback`` would be n solves). ``lo.to_dense``:
+    n solves, refused above its size limit like any operator.
 
     Made by :func:`inverse` (and ``adjoints.logdet_pullback``); the fields are public but a
     direct construction must pass the cache's current ``generation``.
@@ -140,7 +144,13 @@ def _entries(A: Inverse, rows, cols):
     r, c = (cols, rows) if transposed else (rows, cols)  # positions of A⁻¹ itself
     try:
         S = selected_inverse(A.cache)
-    except BackendNotSupported:
+    except BackendNotSupported as e:
+        ncols = np.unique(c).size
+        if ncols > _MAX_SOLVED_COLUMNS:  # never n solves behind a query's back
+            raise BackendNotSupported(
+                f"{e}. Without a selected inverse these {r.size} entries would take {ncols} "
+                f"solves (one per distinct column; at most {_MAX_SOLVED_COLUMNS} are done "
+                f"silently)") from None
         S = None
     if S is not None:
         vals, found = S.lookup(r, c)

@@ -304,3 +304,15 @@ def test_stochastic_estimate_covers_the_exact_value_and_gradient():
     assert np.mean(z <= 3) > 0.95 and z.max() < 6
     with pytest.raises(sv.SingularMatrixError, match="not positive definite"):
         sv.logdet_estimate(-K, probes=4)
+
+
+def test_no_silent_n_solves_without_a_selected_inverse():
+    """An iterative cache answers a few entries of A⁻¹ by solves, and refuses a pattern's worth."""
+    fam, b = lo.testing.poisson_family(10)
+    K = fam(_theta(fam))
+    cg = sv.init(sv.LinearProblem(K, b, posdef=True), sv.CG(rtol=1e-12))
+    Z = np.linalg.inv(K.to_scipy().toarray())
+    got = lo.sample(sv.inverse(cg), np.array([0, 5]), np.array([5, 5]))
+    assert np.allclose(got, Z[[0, 5], [5, 5]], rtol=1e-9)
+    with pytest.raises(sv.BackendNotSupported, match="would take .* solves"):
+        fam.pullback(ad.logdet_pullback(cg))
