@@ -286,30 +286,31 @@ def _superlu(f, shape) -> SelectedInverse:
     if f.reordered:
         cp_ = np.asarray(f.order, dtype=np.int64)[cp_]
     L = lu.L.tocsc()
-    U = lu.U.tocsr()
-    Lp, Li = L.indptr.astype(np.int64), L.indices.astype(np.int64)
-    Up, Uj = U.indptr.astype(np.int64), U.indices.astype(np.int64)
+    U = lu.U.tocsc()                 # both as scipy made them: no conversion, int32 indices
     # the symmetric closure: the Cholesky structure of pattern(L + U) + its transpose, in B's
     # order relabelled by a postorder of its elimination tree (an equivalent order: the factors
     # of Π B Πᵀ are Π L Πᵀ and Π U Πᵀ), so that supernodes are contiguous and can be relaxed
     ident = np.arange(n, dtype=np.int64)
-    Mp, Mi = K.upper_pattern(n, Lp, Li, Up, Uj, ident)
+    Mp, Mi = K.upper_pattern(n, L.indptr, L.indices, U.indptr, U.indices, ident)
     post = K.postorder(K.etree(n, Mp, Mi))
+    del Mp, Mi
     ipost = np.empty(n, np.int64)
     ipost[post] = ident
-    Mp, Mi = K.upper_pattern(n, Lp, Li, Up, Uj, ipost)
+    Mp, Mi = K.upper_pattern(n, L.indptr, L.indices, U.indptr, U.indices, ipost)
     parent, Sp, Si = K.symbolic_cholesky(n, Mp, Mi)
     del Mp, Mi
     sup, rpt, rows, xp = K.supernodes(n, parent, Sp, Si)
-    del Sp, Si
+    del Sp, Si, parent
     layout = _layout_arrays(sup, rpt, rows, xp)
     dtype = np.dtype(L.dtype)
-    XL = np.zeros(int(xp[-1]), dtype)
-    XU = np.zeros(int(xp[-1]), dtype)
     c2s = layout[4]
-    miss = K.scatter(sup, rpt, rows, xp, c2s, Lp, Li, L.data, XL, False, ipost)
-    miss += K.scatter(sup, rpt, rows, xp, c2s, Up, Uj, U.data, XU, True, ipost)
-    del L, U, Lp, Li, Up, Uj
+    # one factor at a time: its values go into the layout, then its scipy copy is freed
+    XL = np.zeros(int(xp[-1]), dtype)
+    miss = K.scatter(sup, rpt, rows, xp, c2s, L.indptr, L.indices, L.data, XL, False, ipost)
+    del L
+    XU = np.zeros(int(xp[-1]), dtype)
+    miss += K.scatter(sup, rpt, rows, xp, c2s, U.indptr, U.indices, U.data, XU, True, ipost)
+    del U
     if miss:
         raise RuntimeError(f"selected inversion: {miss} entries of SuperLU's factors fell "
                            f"outside the symbolic structure; please report this")

@@ -53,8 +53,9 @@ def cycle_count(p):
 @nb.njit(**_JIT)
 def upper_pattern(n, Lp, Li, Up, Uj, relabel):
     """The strict upper triangle of pattern(L + U) + its transpose, as column lists (CSC, rows
-    i < k in column k, duplicates allowed), with the indices relabelled by ``relabel``. L is CSC
-    (rows > column), U CSR (columns > row); O(nnz)."""
+    i < k in column k, duplicates allowed, int32), with the indices relabelled by ``relabel``.
+    L and U in compressed form of either orientation (only the pattern's symmetric closure is
+    built); O(nnz)."""
     cnt = np.zeros(n + 1, np.int64)
     for j in range(n):
         for p in range(Lp[j], Lp[j + 1]):
@@ -67,7 +68,7 @@ def upper_pattern(n, Lp, Li, Up, Uj, relabel):
                 cnt[max(a, b) + 1] += 1
     for k in range(n):
         cnt[k + 1] += cnt[k]
-    Mi = np.empty(cnt[n], np.int64)
+    Mi = np.empty(cnt[n], np.int32)
     fill = cnt[:-1].copy()
     for j in range(n):
         for p in range(Lp[j], Lp[j + 1]):
@@ -153,7 +154,7 @@ def symbolic_cholesky(n, Mp, Mi):
     Lp = np.zeros(n + 1, np.int64)
     for j in range(n):
         Lp[j + 1] = Lp[j] + count[j]
-    Li = np.empty(Lp[n], np.int64)
+    Li = np.empty(Lp[n], np.int32)
     fill = Lp[:-1].copy()
     for j in range(n):
         Li[fill[j]] = j
@@ -244,21 +245,24 @@ def col_to_super(n, sup):
 
 
 @nb.njit(**_JIT)
-def scatter(sup, rp, rows, xp, c2s, indptr, indices, data, X, transposed, relabel):
-    """Put the entries of a CSC (``transposed=False``: entry (i, j) → block of column j, row i)
-    or of a CSR read as rows (``transposed=True``: entry (i, j) of row i → block of column i,
-    row j) into X, every index mapped through ``relabel`` first. Returns the number of entries
-    that had no slot (0 when the structure holds the matrix). O(nnz log nrow)."""
+def scatter(sup, rp, rows, xp, c2s, indptr, indices, data, X, swap, relabel):
+    """Put the entries of a CSC matrix into X, every index mapped through ``relabel`` first:
+    entry (i, j) goes to the block of column j, row i (``swap=False``: L's entries), or to the
+    block of column i, row j (``swap=True``: U's entries, stored as U[cols, rows]ᵀ). Returns the
+    number of entries that had no slot (0 when the structure holds the matrix).
+    O(nnz log nrow)."""
     missing = 0
     for jj in range(indptr.size - 1):
-        j = relabel[jj]
-        s = c2s[j]
-        f = sup[s]
-        r0 = rp[s]
-        nrow = rp[s + 1] - r0
-        base = xp[s] + (j - f) * nrow
         for p in range(indptr[jj], indptr[jj + 1]):
-            i = relabel[indices[p]]
+            if swap:
+                j, i = relabel[indices[p]], relabel[jj]
+            else:
+                j, i = relabel[jj], relabel[indices[p]]
+            s = c2s[j]
+            f = sup[s]
+            r0 = rp[s]
+            nrow = rp[s + 1] - r0
+            base = xp[s] + (j - f) * nrow
             lo_ = 0
             hi = nrow
             while lo_ < hi:

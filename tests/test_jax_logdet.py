@@ -167,3 +167,15 @@ def test_eigsh_values_and_vectors_match_dense_eigh(complex_hop):
     gr = jax.grad(ref)(v)
     assert abs(float(jnp.real(jnp.sum(g * dv))) - float(jnp.real(jnp.sum(gr * dv)))) <= \
         1e-8 * max(1.0, abs(float(tr)))
+
+
+def test_eigsh_under_vmap_and_jit():
+    H = _tight_binding(4, False)
+    P, v = H.pattern, jnp.asarray(H.values)
+    lam0 = jax.jit(jax.vmap(jax.grad(lambda x: adj.eigsh(lo.Sparse(x, P), 1, sigma=-5.0)[0][0])))
+    g = np.asarray(lam0(jnp.stack([v, 2 * v])))
+    for x, gx in zip((v, 2 * v), g):
+        a = np.asarray(_dense(x, P))
+        w, V = np.linalg.eigh(a)
+        ref = np.outer(V[:, 0], V[:, 0])[P.rows, P.indices]   # ∂λ₀/∂values = v vᵀ on the pattern
+        assert np.abs(gx - ref).max() <= 1e-10
