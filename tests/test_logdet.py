@@ -316,3 +316,25 @@ def test_no_silent_n_solves_without_a_selected_inverse():
     assert np.allclose(got, Z[[0, 5], [5, 5]], rtol=1e-9)
     with pytest.raises(sv.BackendNotSupported, match="would take .* solves"):
         fam.pullback(ad.logdet_pullback(cg))
+
+
+def test_bench_logdet_section_runs_small(tmp_path):
+    """``python -m linops bench logdet`` at tiny sizes: every row measured, targets printed."""
+    import json
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "linops", "bench", "logdet", "--nx", "20",
+                        "--nx-workaround", "20", "--lattice", "12", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600,
+                       cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout
+    for needle in ("exactness against dense numpy", "(fact+v+g)/fact", "peak/factor",
+                   "n-solve workaround", "speedup", "central differences", "load average"):
+        assert needle in out, needle
+    data = json.loads((tmp_path / "logdet.json").read_text())
+    rows = [r for r in data["results"] if r.get("row") == "value+grad"]
+    assert {r["factorizations"] for r in rows} == {1} and {r["solves"] for r in rows} == {0}
+    eig = [r for r in data["results"] if r.get("row") == "eigsh"][0]
+    assert eig["factorizations"] == 1 and eig["fd_max_rel_err"] < 1e-5
