@@ -23,7 +23,7 @@ import scipy.sparse.linalg as sla
 import linops as lo
 from linops.internals import ShapeError, to_numpy
 
-from ._backend import hermitian_tol, is_hermitian, precision
+from ._checks import hermitian_tol, is_hermitian, precision
 from ._errors import BackendNotSupported, ConvergenceError, NotHermitianError, Status
 
 _WHICH = ("LM", "SM", "LA", "SA", "BE")
@@ -176,7 +176,7 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, which: str = "LM", alg=N
 def _require_hermitian(A: lo.LinearOperator) -> None:
     if isinstance(A, (lo.Sparse, lo.Dense)):
         if not is_hermitian(A):
-            from ._backend import hermitian_defect
+            from ._checks import hermitian_defect
 
             d, s, pos = hermitian_defect(A)
             raise NotHermitianError(f"eigsh needs a Hermitian A, but max|A − Aᴴ| = {d:.3g} at "
@@ -217,7 +217,7 @@ def shifted(A: lo.LinearOperator, sigma: float) -> lo.LinearOperator:
 
 
 def _shift_cache(A, sigma, alg, cache):
-    from ._cache import init
+    from ._solve import init
     from ._problem import LinearProblem
 
     if cache is not None:

@@ -16,9 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import linops as lo
-from linops._base import operator
-from linops._queries import _sample, conjugate
-from linops.internals import namespace, to_numpy
+from linops.internals import conjugate, namespace, operator, sample_generic, to_numpy
 
 from ._errors import StaleSolutionError
 
@@ -167,17 +165,16 @@ def _entries(A: Inverse, rows, cols):
         vals = np.conj(vals)
     out_dtype = np.result_type(A.cache.A.dtype, np.float32)
     vals = vals.astype(out_dtype, copy=False)
-    from ._backend import backend_of_problem
+    from ._checks import backend_of_problem
 
     be = backend_of_problem(A.cache.A)
     return be.from_host(vals) if be.host_factors else be.xp.asarray(vals)
 
 
 def _by_solves(Ainv: Inverse, r, c):
-    from linops._queries import _sample as generic
+    # the generic rule (unit-vector products in bounded chunks), not Inverse's own
+    return to_numpy(sample_generic.dispatch(lo.LinearOperator)(Ainv, r, c))
 
-    return to_numpy(generic.dispatch(lo.LinearOperator)(Ainv, r, c))
 
-
-_sample.register(Inverse, _entries)
+sample_generic.register(Inverse, _entries)
 conjugate.register(Inverse, lambda A: Inverse(A.cache, _CONJ[A.op], A.generation))

@@ -137,6 +137,10 @@ def logdet(factor) -> LogDet:
         if factor.d is None:
             return LogDet(1.0, 0.0)
         return _from_diagonal(factor.d)
+    own = getattr(type(factor), "logdet", None)
+    if own is not None and own is not _base_logdet():   # an engine that knows its own
+        sign, logabsdet = factor.logdet()
+        return LogDet(sign, float(logabsdet))
     kind = getattr(factor, "kind", type(factor).__name__)
     raise BackendNotSupported(
         f"logdet needs a factorization, and this cache holds {kind}: use a direct solver "
@@ -172,3 +176,12 @@ def _pardiso_logdet(f) -> LogDet:
         raise BackendNotSupported("logdet: pardiso_getdiag failed on this handle; use "
                                   "sv.Cholesky() (CHOLMOD)")
     return _from_diagonal(np.real(d))  # the D of LDLᴴ for mtypes 2 and 4 (checked in the tests)
+
+
+def _base_logdet():
+    """The contract's default ``Factor.logdet`` (which only raises), or None before it existed."""
+    try:
+        from ._contract import Factor
+    except ImportError:  # pragma: no cover
+        return None
+    return Factor.logdet
