@@ -169,9 +169,11 @@ def _pardiso_logdet(f) -> LogDet:
             f"row-matched matrix (iparm(11), iparm(13)) whose scaling MKL does not expose, so its "
             f"pivots do not give det A. Use sv.LU() (SuperLU) for a general A, or "
             f"sv.Pardiso(posdef=True) / sv.Cholesky() for a Hermitian positive definite one")
-    if h.owner is not f:
+    mnum = getattr(f, "mnum", None)
+    held = h.holds(f, mnum) if hasattr(h, "holds") else getattr(h, "owner", f) is f
+    if not held:
         raise RuntimeError("this PARDISO factor was replaced by a later update; use the cache")
-    d = h.pivots(f.dtype)
+    d = h.pivots(f.dtype, mnum) if mnum is not None else h.pivots(f.dtype)
     if d is None:
         raise BackendNotSupported("logdet: pardiso_getdiag failed on this handle; use "
                                   "sv.Cholesky() (CHOLMOD)")
