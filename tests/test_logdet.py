@@ -338,3 +338,17 @@ def test_bench_logdet_section_runs_small(tmp_path):
     assert {r["factorizations"] for r in rows} == {1} and {r["solves"] for r in rows} == {0}
     eig = [r for r in data["results"] if r.get("row") == "eigsh"][0]
     assert eig["factorizations"] == 1 and eig["fd_max_rel_err"] < 1e-5
+
+
+def test_inner_with_a_sparse_matrix_is_a_trace_without_solves():
+    """lo.inner(A⁻ᴴ, B) = tr(A⁻¹B) for a sparse B on A's pattern, from the selected inverse."""
+    fam = _family("general", np.complex128)
+    K = fam(_theta(fam))
+    cache = sv.init(sv.LinearProblem(K), sv.LU())
+    P = K.pattern
+    B = lo.Sparse(np.random.default_rng(2).standard_normal(P.nnz) + 0j, P)
+    Z = np.linalg.inv(K.to_scipy().toarray())
+    got = complex(lo.inner(ad.logdet_pullback(cache), B))
+    ref = complex(np.trace(Z @ B.to_scipy().toarray()))
+    assert abs(got - ref) <= 1e-12 * abs(ref)
+    assert cache.stats.solves == cache.stats.adjoint_solves == 0
