@@ -31,6 +31,7 @@ import numpy as np
 
 import linops as lo
 import solvers as sv
+from linops.internals import csr_parts, dense_array
 
 
 class _Static:
@@ -55,15 +56,12 @@ def _alg(alg, posdef):
 
 def _sparse_parts(A):
     """(values, pattern) of a sparse operand, or None for a dense one."""
-    if isinstance(A, lo.Sparse):
-        return A.values, A.pattern
-    return None
+    return csr_parts(A)
 
 
 def _dense(A):
-    if isinstance(A, lo.Dense):
-        return jnp.asarray(A.a)
-    return jnp.asarray(A)
+    a = dense_array(A) if isinstance(A, lo.LinearOperator) else None
+    return jnp.asarray(A if a is None else a)
 
 
 def _init(values, pattern, alg):

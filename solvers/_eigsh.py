@@ -21,7 +21,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 import linops as lo
-from linops.internals import ShapeError, to_numpy
+from linops.internals import ShapeError, csr_parts, dense_array, structure, to_numpy
 
 from ._checks import hermitian_tol, is_hermitian, precision
 from ._errors import BackendNotSupported, ConvergenceError, NotHermitianError, Status
@@ -174,7 +174,7 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, which: str = "LM", alg=N
 
 
 def _require_hermitian(A: lo.LinearOperator) -> None:
-    if isinstance(A, (lo.Sparse, lo.Dense)):
+    if structure(A) in ("sparse", "dense"):
         if not is_hermitian(A):
             from ._checks import hermitian_defect
 
@@ -196,21 +196,21 @@ def _require_hermitian(A: lo.LinearOperator) -> None:
 
 
 def _norm1_estimate(A) -> float:
-    if isinstance(A, lo.Sparse):
+    if structure(A) == "sparse":
         return float(abs(A.to_scipy()).sum(axis=0).max())
-    if isinstance(A, lo.Dense):
-        return float(np.abs(to_numpy(A.a)).sum(axis=0).max())
+    if structure(A) == "dense":
+        return float(np.abs(to_numpy(dense_array(A))).sum(axis=0).max())
     x = np.random.default_rng(1).standard_normal(A.shape[0])
     return float(np.linalg.norm(to_numpy(A @ x)) / np.linalg.norm(x)) * np.sqrt(A.shape[0])
 
 
 def shifted(A: lo.LinearOperator, sigma: float) -> lo.LinearOperator:
     """A − σI assembled (Sparse or Dense), the matrix shift-invert factorizes."""
-    if isinstance(A, lo.Sparse):
+    if csr_parts(A) is not None:
         S = A.to_scipy()
         return lo.Sparse.from_scipy((S - sigma * sp.eye_array(S.shape[0], dtype=S.dtype)).tocsr())
-    if isinstance(A, lo.Dense):
-        a = np.asarray(to_numpy(A.a))
+    if dense_array(A) is not None:
+        a = np.asarray(to_numpy(dense_array(A)))
         return lo.Dense(a - sigma * np.eye(a.shape[0], dtype=a.dtype))
     raise BackendNotSupported(f"eigsh: shift-invert needs an assembled A (Dense or Sparse), got "
                               f"{type(A).__name__}; pass sigma=None (Lanczos on A's products)")
@@ -240,11 +240,11 @@ def _shift_cache(A, sigma, alg, cache):
 
 def _below_spectrum(S) -> bool:
     """Gershgorin: every disc of A − σI right of 0, so it is positive definite."""
-    if isinstance(S, lo.Sparse):
+    if structure(S) == "sparse":
         M = S.to_scipy()
         d = np.real(M.diagonal())
         off = np.asarray(abs(M).sum(axis=1)).ravel() - np.abs(d)
         return bool(np.all(d - off > 0))
-    a = np.asarray(to_numpy(S.a))
+    a = np.asarray(to_numpy(dense_array(S)))
     d = np.real(np.diag(a))
     return bool(np.all(d - (np.abs(a).sum(axis=1) - np.abs(d)) > 0))
