@@ -68,7 +68,8 @@ SECTIONS = {"loop": "optimisation loops: 10 × value + θ-gradient with cache.up
             "scale": "CG + AMG value + θ-gradient at n = 10⁶ … 10⁷ against a hand-written script",
             "jax": "the jax path against jax spsolve and the numpy path",
             "petsc": "distributed CG+GAMG / MUMPS under mpirun (mpirun -n 2 python -m linops "
-                     "bench petsc)"}
+                     "bench petsc)",
+            "logdet": "log det + θ-gradient by selected inversion, vs n solves; eigsh gradient"}
 
 
 def bench(argv=None) -> list[dict]:
