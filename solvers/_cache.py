@@ -225,9 +225,7 @@ class LinearCache:
         >>> sign, round(float(np.exp(logabsdet)), 12), cache.stats.factorizations
         (1.0, 3.0, 1)
         """
-        from ._logdet import logdet
-
-        return logdet(self.factor)
+        return self.factor.logdet()
 
     def close(self) -> None:
         """Release the factorization's external resources now (PARDISO, PETSc); the cache

@@ -18,7 +18,6 @@ import numpy as np
 import linops as lo
 from linops.internals import conjugate, namespace, operator, sample_generic, to_numpy
 
-from ._errors import StaleSolutionError
 
 _ADJOINT = {"N": "H", "H": "N", "T": "C", "C": "T"}
 _CONJ = {"N": "C", "C": "N", "H": "T", "T": "H"}

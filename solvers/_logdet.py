@@ -12,6 +12,9 @@ too — never numpy's (0, −inf), which would feed a gradient A⁻ᴴ that does
 
 Iterative caches (CG, GMRES, AMG, PETSc KSP) have no factors: ``BackendNotSupported`` naming a
 direct solver, or :func:`solvers.logdet_estimate` for matrix-free operators.
+
+Each engine's ``Factor.logdet`` (beside the engine, in ``_direct`` and ``_pardiso``) calls the
+helpers here; the contract's default raises.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def permutation_sign(perm) -> int:
     return 1 if (p.size - cycle_count(p)) % 2 == 0 else -1
 
 
-def _from_diagonal(d, extra_sign=1) -> LogDet:
+def from_diagonal(d, extra_sign=1) -> LogDet:
     """sign·Π d as (sign, log|Π d|), summed in double precision; SingularMatrixError on a 0."""
     d = np.asarray(to_numpy(d))
     d = d.astype(np.complex128 if d.dtype.kind == "c" else np.float64)
@@ -84,72 +87,10 @@ def _from_diagonal(d, extra_sign=1) -> LogDet:
     return LogDet(sign, logabs)
 
 
-def logdet(factor) -> LogDet:
-    """(sign, log|det A|) from a cache's factor; what ``LinearCache.logdet`` calls.
-
-    Engines: dense LU (``lu_piv``), dense Cholesky (``L``), SuperLU (``lu``, with ``order``
-    when ``reordered``), CHOLMOD (``factor``), PARDISO's Hermitian positive definite types
-    (``handle``), the diagonal solve. Cost: O(n) from the pivots, except SuperLU, whose
-    diagonal of U is read by copying U (scipy exposes U only as a copy): O(nnz(U)) time and
-    memory, no factorization.
-
-    Parameters
-    ----------
-    factor : a cache's ``factor``
-
-    Returns
-    -------
-    LogDet
-
-    Raises
-    ------
-    SingularMatrixError
-        A zero pivot (only possible with ``pivot_rtol=0``; see the module notes).
-    BackendNotSupported
-        An iterative cache (no factors), PARDISO's unsymmetric types (MKL factorizes a scaled
-        and matched matrix whose scaling it does not expose), or another engine without a
-        determinant; the message names what to use instead.
-
-    Examples
-    --------
-    >>> import numpy as np, solvers as sv
-    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
-    >>> c = sv.init(sv.LinearProblem(A), sv.Cholesky())
-    >>> round(logdet(c.factor).logabsdet, 12) == round(float(np.log(11.0)), 12)
-    True
-    """
-    if hasattr(factor, "lu_piv"):                                   # dense LU (LAPACK getrf)
-        lu, piv = factor.lu_piv
-        piv = np.asarray(to_numpy(piv))
-        swaps = int(np.count_nonzero(piv != np.arange(piv.size)))
-        return _from_diagonal(factor.be.xp.diagonal(lu), -1 if swaps % 2 else 1)
-    if hasattr(factor, "lu") and hasattr(factor, "order"):           # SuperLU
-        return _superlu_logdet(factor)
-    if getattr(factor, "kind", "") == "CHOLMOD" and hasattr(factor, "factor"):
-        d = np.real(factor.factor.D())  # LDLᴴ's D (squares of LLᴴ's diagonal), O(n)
-        return _from_diagonal(d)
-    if hasattr(factor, "handle") and hasattr(factor.handle, "mtype"):  # PARDISO
-        return _pardiso_logdet(factor)
-    if hasattr(factor, "L") and getattr(factor, "kind", "") == "dense Cholesky":
-        d = np.abs(np.asarray(to_numpy(factor.be.xp.diagonal(factor.L))))
-        return _from_diagonal(d.astype(np.float64) ** 2)
-    if getattr(factor, "kind", "") == "diagonal":
-        if factor.d is None:
-            return LogDet(1.0, 0.0)
-        return _from_diagonal(factor.d)
-    own = getattr(type(factor), "logdet", None)
-    if own is not None and own is not _base_logdet():   # an engine that knows its own
-        sign, logabsdet = factor.logdet()
-        return LogDet(sign, float(logabsdet))
-    kind = getattr(factor, "kind", type(factor).__name__)
-    raise BackendNotSupported(
-        f"logdet needs a factorization, and this cache holds {kind}: use a direct solver "
-        f"(sv.LU(), sv.Cholesky(), sv.Pardiso(posdef=True)), or for an operator that cannot be "
-        f"factorized the stochastic estimate sv.logdet_estimate(A) (with its standard error)")
-
-
-def _superlu_logdet(f) -> LogDet:
-    if not getattr(f.be, "host_factors", True):
+def superlu_logdet(f) -> LogDet:
+    """SuperLU: the signs of both permutations (and of the kept column order) times Π Uᵢᵢ
+    (scipy exposes U only as a copy: O(nnz(U)) time and memory, no factorization)."""
+    if not f.be.host_factors:
         raise BackendNotSupported("logdet of a cupyx SuperLU factor is not wired; factorize on "
                                   "the host (numpy arrays) with sv.LU()")
     lu = f.lu
@@ -158,10 +99,11 @@ def _superlu_logdet(f) -> LogDet:
     s = permutation_sign(to_numpy(lu.perm_r)) * permutation_sign(to_numpy(lu.perm_c))
     if f.reordered:
         s *= permutation_sign(f.order)
-    return _from_diagonal(lu.U.diagonal(), s)
+    return from_diagonal(lu.U.diagonal(), s)
 
 
-def _pardiso_logdet(f) -> LogDet:
+def pardiso_logdet(f) -> LogDet:
+    """PARDISO's Hermitian positive definite types: the sum of the logs of its pivots."""
     h = f.handle
     if h.mtype not in (2, 4):
         raise BackendNotSupported(
@@ -169,21 +111,10 @@ def _pardiso_logdet(f) -> LogDet:
             f"row-matched matrix (iparm(11), iparm(13)) whose scaling MKL does not expose, so its "
             f"pivots do not give det A. Use sv.LU() (SuperLU) for a general A, or "
             f"sv.Pardiso(posdef=True) / sv.Cholesky() for a Hermitian positive definite one")
-    mnum = getattr(f, "mnum", None)
-    held = h.holds(f, mnum) if hasattr(h, "holds") else getattr(h, "owner", f) is f
-    if not held:
+    if not h.holds(f, f.mnum):
         raise RuntimeError("this PARDISO factor was replaced by a later update; use the cache")
-    d = h.pivots(f.dtype, mnum) if mnum is not None else h.pivots(f.dtype)
+    d = h.pivots(f.dtype, f.mnum)
     if d is None:
         raise BackendNotSupported("logdet: pardiso_getdiag failed on this handle; use "
                                   "sv.Cholesky() (CHOLMOD)")
-    return _from_diagonal(np.real(d))  # the D of LDLᴴ for mtypes 2 and 4 (checked in the tests)
-
-
-def _base_logdet():
-    """The contract's default ``Factor.logdet`` (which only raises), or None before it existed."""
-    try:
-        from ._contract import Factor
-    except ImportError:  # pragma: no cover
-        return None
-    return Factor.logdet
+    return from_diagonal(np.real(d))  # the D of LDLᴴ for mtypes 2 and 4 (checked in the tests)

@@ -654,7 +654,6 @@ class _PETScFactor(Factor):
     def _backward_error(self, b_np, x, r, transposed: bool) -> float:
         """Componentwise ω = max |b − op(A)x|ᵢ / (|op(A)||x| + |b|)ᵢ with a |A| Mat built on
         first use (only on this rare path). Collective."""
-        lib = _lib()
         if self._absmat is None:
             M = self.mat.duplicate(copy=True)
             ai, aj, av = M.getValuesCSR()

@@ -143,22 +143,7 @@ def selected_inverse(cache) -> SelectedInverse:
     >>> (S.diagonal() * 3).round(12).tolist()             # A⁻¹ = [[2, -1], [-1, 2]] / 3
     [2.0, 2.0]
     """
-    f = cache.factor
-    if getattr(f, "kind", "") == "CHOLMOD" and hasattr(f, "factor"):
-        return _cholmod(f, cache.A.shape)
-    if hasattr(f, "lu") and hasattr(f, "order"):
-        if not getattr(f.be, "host_factors", True):
-            raise BackendNotSupported("selected inversion of a cupyx SuperLU factor is not wired;"
-                                      " factorize on the host (numpy arrays)")
-        return _superlu(f, cache.A.shape)
-    if hasattr(f, "lu_piv") or (hasattr(f, "L") and getattr(f, "kind", "") == "dense Cholesky"):
-        return _dense(cache)
-    kind = getattr(f, "kind", type(f).__name__)
-    raise BackendNotSupported(
-        f"selected inversion needs the factors of A, and this cache holds {kind}: use sv.LU() "
-        f"(SuperLU) or sv.Cholesky() (CHOLMOD) for a sparse A"
-        + (" (MKL PARDISO does not expose its factors)" if "PARDISO" in kind else "")
-        + "; for an operator that cannot be factorized, sv.logdet_estimate")
+    return cache.factor.selected_inverse(cache.A.shape)
 
 
 def _layout_arrays(sup, rp, rows, xp):
@@ -225,7 +210,7 @@ def _carray(ptr, count, dtype):
     return np.ctypeslib.as_array((ct * count).from_address(ptr))
 
 
-def _cholmod(f, shape) -> SelectedInverse:
+def cholmod(f, shape) -> SelectedInverse:
     st = _cholmod_struct(f.factor)
     n = int(st.n)
     itype = np.int64 if st.itype == 2 else np.int32
@@ -279,7 +264,7 @@ def _sort_columns(rp, rows, X):
             X[a:b] = X[a:b][o]
 
 
-def _superlu(f, shape) -> SelectedInverse:
+def superlu(f, shape) -> SelectedInverse:
     lu = f.lu
     n = shape[0]
     perm_r = np.asarray(lu.perm_r, dtype=np.int64)
@@ -328,11 +313,10 @@ def _superlu(f, shape) -> SelectedInverse:
     return _finish("SuperLU", shape, dtype, layout, XL, XU, False, irp, icp)
 
 
-def _dense(cache) -> SelectedInverse:
+def dense(f, shape) -> SelectedInverse:
     """Dense factors: the inverse is the selected inverse (n×n, the size of the factor itself),
     from the factorization by triangular solves with the identity (LAPACK getrs/trtrs)."""
-    n = cache.A.shape[0]
-    f = cache.factor
+    n = shape[0]
     eye = f.be.xp.eye(n, dtype=f.dtype)
     Z = np.asarray(to_numpy(f.solve(eye, "N")))
     # one supernode holding every column: its block is the full n×n square, column-major
@@ -340,5 +324,5 @@ def _dense(cache) -> SelectedInverse:
                             np.arange(n, dtype=np.int64), np.array([0, n * n], np.int64))
     XL = np.ascontiguousarray(Z.T).reshape(-1)  # entry (r, c) at c·n + r
     ident = np.arange(n, dtype=np.int64)
-    return SelectedInverse("dense", cache.A.shape, Z.dtype, layout, XL, np.zeros(1, Z.dtype),
+    return SelectedInverse("dense", shape, Z.dtype, layout, XL, np.zeros(1, Z.dtype),
                            False, ident, ident)
