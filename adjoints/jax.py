@@ -65,19 +65,24 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import linops as lo
 import solvers as sv
 from linops.internals import ShapeError, ensure_jax_pytrees
 
+from . import _jax_factor as _fac
 from . import _jax_host as _host
+from ._jax_factor import Factorization as Factorization
+from ._jax_host import ExpiredFactorizationError as ExpiredFactorizationError
 from ._jax_host import Stats as Stats
 from ._jax_solves import dense_factor, diagonal_factor, gpu_sparse_factor, krylov_factor
 from ._jax_spmm import spmm
 
 ensure_jax_pytrees()
 
-__all__ = ["solve", "matmul", "stats", "reset_stats", "Stats"]
+__all__ = ["solve", "factorize", "Factorization", "matmul", "stats", "reset_stats", "Stats",
+           "ExpiredFactorizationError"]
 
 # the names solve() accepts: the solvers algorithms that have a JAX path (no AMG/PETSc/Pardiso
 # as a top-level alg: AMG runs as a preconditioner inside a host solve)
@@ -202,6 +207,11 @@ def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
     ...
     solvers._errors.SingularMatrixError: dense LU (adjoints.jax): the matrix is singular ...
     """
+    if isinstance(A, Factorization):
+        if alg is not None:
+            raise TypeError("solve(F, b) uses F's own algorithm; alg must be None, got "
+                            f"{alg!r}")
+        return A.solve(b)
     alg = _resolve(alg)
     b = _as_jax(b, "b")
     op = _coerce(A)
@@ -212,7 +222,91 @@ def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
         raise ShapeError(f"solve needs b of shape (n,) or (n, k) with n={shape[0]}: "
                          f"A.shape={shape}, b.shape={tuple(b.shape)}")
     dtype = jnp.result_type(_dtype_of(op), b.dtype)
+    if b.size == 0:   # n = 0 or no columns: nothing to solve, an empty result (any path)
+        return jnp.zeros(b.shape, dtype)
     return _factor(op, dtype, alg, hermitian, posdef)(b.astype(dtype))
+
+
+# ----- factorize ---------------------------------------------------------------------------------
+def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
+              posdef: bool | None = None) -> Factorization:
+    """F = a factorization of the sparse matrix A, as a JAX value: the twin of ``sv.init``.
+
+    ``F.solve(b)`` (also ``adj.solve(F, b)``), ``F.solve_transpose(b)`` and
+    ``F.solve_adjoint(b)`` reuse the one factorization any number of times. F is a pytree (the
+    key and A's values are its leaves): close over it, carry it through ``scan``/
+    ``fori_loop``/``while_loop``/``cond``, pass it into ``jax.jit``, vmap over a batch of
+    matrices (one factorization per member, one symbolic analysis for all), and differentiate
+    through it: every solve's tangent and cotangent is a solve with the same factors, and A's
+    values get their cotangent on the pattern (an SDDMM of each solve's λ and u).
+
+    Parameters
+    ----------
+    A : sparse operator
+        ``lo.Sparse`` with jax values, ``fam(θ)``, or a BCOO/BCSR with concrete indices.
+    alg : solvers algorithm or name, optional
+        As for :func:`solve` (default ``sv.Auto()``).
+    hermitian, posdef : bool, optional
+        Hints for ``sv.Auto``.
+
+    Returns
+    -------
+    Factorization
+
+    Raises
+    ------
+    TypeError
+        A is not sparse (dense and matrix-free systems: use :func:`solve`, which keeps its
+        factors inside XLA).
+    ShapeError
+        A is not square.
+    solvers.SingularMatrixError, solvers.NotHermitianError, solvers.NonFiniteInputError
+        Eager: raised here. Under ``jax.jit``: a ``JaxRuntimeError`` whose first line names it.
+    ExpiredFactorizationError
+        (from a solve) F was made inside a jitted computation that has ended.
+
+    Notes
+    -----
+    Cost: one ``solvers.init`` on the host now (eager) or when the computation runs (jit);
+    then two triangular solves per right-hand side. Lifetime: eager, as long as F (or any
+    array holding its key) lives; made inside ``jax.jit``, as long as that computation needs
+    it. A loop that calls :func:`solve` with one matrix built outside the loop gets the same
+    single factorization without this function (the factorization is made where the matrix
+    is); ``factorize`` is for an eager Python loop (each eager :func:`solve` call factorizes
+    anew) and for making the reuse explicit.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, scipy.sparse as sp
+    >>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+    >>> reset_stats()
+    >>> F = factorize(K)
+    >>> u = jnp.array([1.0, 2.0])
+    >>> for _ in range(3):                     # an eager loop: one factorization for all steps
+    ...     u = solve(F, u)
+    >>> u.tolist(), stats().factorizations
+    ([0.015625, 0.03125], 1)
+    >>> step = lambda u, _: (F.solve(u), None)
+    >>> jax.lax.scan(step, jnp.array([1.0, 2.0]), None, length=3)[0].tolist()
+    [0.015625, 0.03125]
+    """
+    alg = _resolve(alg)
+    if isinstance(A, Factorization):
+        return A
+    op = _coerce(A)
+    if not isinstance(op, lo.Sparse):
+        raise TypeError(f"factorize needs a sparse matrix (lo.Sparse, fam(θ), BCOO/BCSR), got "
+                        f"{type(op).__name__}; dense, diagonal and matrix-free systems keep "
+                        f"their factors inside XLA: call adj.solve(A, b)")
+    shape = tuple(op.shape)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ShapeError(f"factorize needs a square A, got A.shape={shape}")
+    values = _as_jax(op.values, "A.values")
+    if _platform(values) == "gpu":
+        raise sv.BackendNotSupported("factorize keeps host factors (CPU); on a GPU call "
+                                     "adj.solve(A, b), which solves on the device")
+    spec = _host.Spec(op.pattern, alg, hermitian, posdef, explicit=True)
+    return _fac.make(values, spec)
 
 
 def _coerce(A):
@@ -221,7 +315,29 @@ def _coerce(A):
         A = A.a
     if not isinstance(A, lo.LinearOperator) and _is_plain_array(A):
         return _as_jax(A, "A")
+    if _is_jax_sparse(A):
+        A = _drop_padding(A)
     return lo.aslinop(A)
+
+
+def _drop_padding(M):
+    """A BCOO/BCSR without JAX's padding entries (index = shape: out of bounds, value 0, as
+    ``BCOO.fromdense(M, nse=...)`` and ``sum_duplicates`` leave them). Traced indices are left
+    for ``lo.aslinop`` to refuse."""
+    from jax.experimental import sparse as jsp
+
+    if isinstance(M, jsp.BCSR):
+        M = M.to_bcoo()
+    if not isinstance(M, jsp.BCOO) or M.n_batch or M.n_dense or M.ndim != 2:
+        return M
+    try:
+        ind = np.asarray(M.indices)
+    except jax.errors.TracerArrayConversionError:
+        return M
+    keep = np.all(ind < np.asarray(M.shape), axis=1)
+    if keep.all():
+        return M
+    return jsp.BCOO((M.data[keep], ind[keep]), shape=M.shape)
 
 
 def _dtype_of(op):
@@ -242,9 +358,8 @@ def _factor(op, dtype, alg, hermitian=None, posdef=None) -> Callable:
         if _platform(values) == "gpu":
             return gpu_sparse_factor(values, op.pattern, dtype)
         spec = _host.Spec(op.pattern, alg, hermitian, posdef)
-        site = _host.Site()
-        keys = _host.factorize(values, spec, site)
-        return lambda b: _host.host_solve(keys, values, b, spec, site)
+        F = _fac.make(values, spec)   # made where the values are: once per (values, spec)
+        return F.solve
     if isinstance(op, lo.Dense):
         return dense_factor(_as_jax(op.a, "A"), dtype, alg, posdef)
     if isinstance(op, lo.Diagonal):
@@ -393,12 +508,12 @@ def matmul(L: Any, R: Any) -> jax.Array:
     if not (l_sp or r_sp):
         return jnp.matmul(_plain(L), _plain(R))
     if l_sp:
-        A = lo.aslinop(L)
+        A = lo.aslinop(_drop_padding(L) if _is_jax_sparse(L) else L)
         X = _as_jax(R, "X")
         if X.ndim not in (1, 2) or X.shape[0] != A.shape[1]:
             raise ShapeError(f"A @ X with A.shape={A.shape} but X.shape={tuple(X.shape)}")
         return spmm(_as_jax(A.values, "A.values"), X, A.pattern, "N")
-    A = lo.aslinop(R)
+    A = lo.aslinop(_drop_padding(R) if _is_jax_sparse(R) else R)
     X = _as_jax(L, "X")
     if X.ndim not in (1, 2) or X.shape[-1] != A.shape[0]:
         raise ShapeError(f"X @ A with X.shape={tuple(X.shape)} but A.shape={A.shape}")
