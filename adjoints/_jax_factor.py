@@ -51,31 +51,33 @@ def _owning_trace(x):
     return t if t is not None and t.is_valid() else None
 
 
-def factorize_keyed(values, spec: "_host.Spec"):
+def factorize_keyed(values, spec: "_host.Spec", ident=None):
     """(key, site) of the factorization of ``Sparse(values, spec.pattern)``, bound in the trace
-    that owns ``values`` and memoized per (values, spec) while ``values`` lives."""
+    that owns ``values`` and memoized per (values, spec) while ``values`` lives. ``ident``: the
+    object the caller got the values from (``jnp.asarray`` of a tracer may be a new tracer)."""
+    ident = values if ident is None or not isinstance(ident, _core.Tracer) else ident
     trace = _owning_trace(values)
     if trace is None:
         site = _host.Site()
         return _host.factorize(values, spec, site), site
-    mkey = (id(values), spec.key, spec.explicit)
+    mkey = (id(ident), spec.key, spec.explicit)
     hit = _MEMO.get(mkey)
-    if hit is not None and hit[0]() is values:
+    if hit is not None and hit[0]() is ident:
         return hit[1], hit[2]
     site = _host.Site()
     with _core.set_current_trace(trace):
         key = _host.factorize(values, spec, site)
-    ref = weakref.ref(values, lambda _, k=mkey, memo=_MEMO: memo.pop(k, None))
+    ref = weakref.ref(ident, lambda _, k=mkey, memo=_MEMO: memo.pop(k, None))
     _MEMO[mkey] = (ref, key, site)
     return key, site
 
 
-def make(values, spec: "_host.Spec") -> "Factorization":
+def make(values, spec: "_host.Spec", ident=None) -> "Factorization":
     """A Factorization of ``Sparse(values, spec.pattern)`` (values: a jax array or tracer)."""
     if spec.pattern.shape[0] == 0:   # nothing to factorize: an empty system
         key = jnp.zeros(tuple(values.shape[:-1]) + (1,), jnp.int32)
         return Factorization(key, values, spec, _host.Site())
-    key, site = factorize_keyed(values, spec)
+    key, site = factorize_keyed(values, spec, ident)
     return Factorization(key, values, spec, site)
 
 

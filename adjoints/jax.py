@@ -306,7 +306,7 @@ def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
         raise sv.BackendNotSupported("factorize keeps host factors (CPU); on a GPU call "
                                      "adj.solve(A, b), which solves on the device")
     spec = _host.Spec(op.pattern, alg, hermitian, posdef, explicit=True)
-    return _fac.make(values, spec)
+    return _fac.make(values, spec, op.values)
 
 
 def _coerce(A):
@@ -358,7 +358,7 @@ def _factor(op, dtype, alg, hermitian=None, posdef=None) -> Callable:
         if _platform(values) == "gpu":
             return gpu_sparse_factor(values, op.pattern, dtype)
         spec = _host.Spec(op.pattern, alg, hermitian, posdef)
-        F = _fac.make(values, spec)   # made where the values are: once per (values, spec)
+        F = _fac.make(values, spec, op.values)   # made where the values are: once per values
         return F.solve
     if isinstance(op, lo.Dense):
         return dense_factor(_as_jax(op.a, "A"), dtype, alg, posdef)

@@ -27,7 +27,7 @@ import numpy as np
 MAX_GROUPS = 8  # distinct row lengths kept as groups; beyond, the sorted segment_sum
 
 _p = None
-_OPS: dict[int, tuple] = {}  # id(values) -> (weakref to values, pattern, op): one op per array
+_OPS: dict[int, tuple] = {}  # id(values) -> (weakref to values, pattern, weakref to op)
 
 
 class _Layout:
@@ -83,14 +83,16 @@ class _ConstantSparse:
     """A = Sparse(values, pattern) with host values; hashed by identity (a primitive param)."""
 
     def __init__(self, values: np.ndarray, pattern):
-        # weakly: the cache entry must not keep the caller's array alive; layouts are built
-        # when a product is traced, while the caller holds the array
-        self._values, self.pattern = weakref.ref(values), pattern
+        # strongly: a layout (the transposed one for a gradient) may be built long after the
+        # caller dropped its array — a lo.Sparse made inside a traced function is gone once
+        # tracing ends, but lowering and transposition come later. The op lives as long as the
+        # jaxprs that use it (it is their primitive parameter), and _OPS holds it weakly.
+        self._values, self.pattern = values, pattern
         self._layouts: dict[str, _Layout] = {}
 
     def layout(self, trans: str) -> _Layout:
         if trans not in self._layouts:
-            values = self._values()
+            values = self._values
             if trans == "N":
                 self._layouts[trans] = _Layout(values, self.pattern)
             else:
@@ -108,12 +110,19 @@ def _index32(ix) -> np.ndarray:
 
 
 def _op_for(values: np.ndarray, pattern) -> _ConstantSparse:
+    """One op per (array, pattern) while either is in use (products traced twice with one
+    family share their layouts); nothing here keeps an array or an op alive."""
     key = id(values)
     hit = _OPS.get(key)
     if hit is not None and hit[0]() is values and hit[1] is pattern:
-        return hit[2]
+        op = hit[2]()
+        if op is not None:
+            return op
     op = _ConstantSparse(values, pattern)
-    _OPS[key] = (weakref.ref(values, lambda _, k=key: _OPS.pop(k, None)), pattern, op)
+    # the callback binds the dict itself: at interpreter shutdown the module's globals are
+    # already None when the last arrays die
+    _OPS[key] = (weakref.ref(values, lambda _, k=key, ops=_OPS: ops.pop(k, None)), pattern,
+                 weakref.ref(op))
     return op
 
 
