@@ -54,8 +54,9 @@ Who owns a factorization:
   refactorizes from the values it receives (``stats().misses``), except for an explicit
   ``adj.factorize`` whose computation has ended, which is refused (``ExpiredFactorizationError``).
 
-All host work runs on one thread (:data:`adjoints._jax_registry.HOST`; SuperLU leaks a factor
-freed on another thread than the one that made it).
+Factorizations are made and freed on one thread (:data:`adjoints._jax_registry.HOST`;
+SuperLU leaks a factor freed on another thread than the one that made it); solves run on the
+thread XLA calls them on.
 
 Errors: the eager impls raise the ``solvers`` exception itself; the jit callbacks never raise
 inside XLA (that would bury the message), they return a status id that
@@ -303,6 +304,18 @@ def _solve_host(keys, values, b, spec: Spec, trans: str, nbatch: int, state):
     broadcast against each other; the right-hand sides that share a key are solved together,
     as columns of one call. ``state``: the compiled site whose consumer this is (None: eager)."""
     keys, values, b = np.asarray(keys), np.asarray(values), np.asarray(b)
+    if nbatch == 0:   # the common case (a step of a loop): one key, no batch bookkeeping
+        k = int(keys[0])
+        e = REGISTRY.get(k) if k else None
+        if e is not None:
+            try:
+                X = e.cache.solve(b) if trans == "N" else e.cache.solve_transpose(b)
+                REGISTRY.count(**{"forward_solves" if trans == "N" else "transpose_solves": 1})
+                return np.asarray(X).astype(b.dtype, copy=False)
+            finally:
+                e = None
+                if state is not None:
+                    _consumed((k,), state)
     nb = nbatch
     core = b.shape[nb:]
     n = spec.pattern.shape[0]
@@ -491,7 +504,12 @@ def _solve_lowering(ctx, keys, values, b, *, spec, site, trans, nbatch):
     st_aval = jax.core.ShapedArray((), np.int32)
 
     def callback(k, v, rhs):
-        out, st = _guarded(_solve_host, k, v, rhs, spec, trans, nbatch, state)
+        # solves run on the calling XLA thread (a hand-off per solve would cost more than a
+        # small solve); only making and freeing factorizations must stay on the host thread
+        try:
+            out, st = _solve_host(k, v, rhs, spec, trans, nbatch, state), 0
+        except Exception as exc:
+            out, st = None, record(exc)
         if st:
             return np.full(x_aval.shape, np.nan, x_aval.dtype), np.asarray(st, np.int32)
         return out, np.zeros((), np.int32)
