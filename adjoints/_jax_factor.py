@@ -109,10 +109,12 @@ class Factorization:
 
     # pytree protocol -------------------------------------------------------------------------
     def tree_flatten(self):
+        """Leaves (key, values); static (spec, site)."""
         return (self.key, self.values), (self.spec, self.site)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
+        """Rebuild from :meth:`tree_flatten`'s parts (JAX calls it)."""
         spec, site = aux
         obj = cls.__new__(cls)
         obj.key, obj.values = leaves
@@ -122,14 +124,17 @@ class Factorization:
     # queries -----------------------------------------------------------------------------------
     @property
     def pattern(self) -> lo.Pattern:
+        """A's sparsity pattern (static)."""
         return self.spec.pattern
 
     @property
     def shape(self) -> tuple:
+        """A's shape (n, n)."""
         return tuple(self.spec.pattern.shape)
 
     @property
     def dtype(self):
+        """The dtype of A's values."""
         return jnp.asarray(self.values).dtype
 
     def __repr__(self) -> str:

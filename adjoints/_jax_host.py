@@ -108,9 +108,24 @@ KEEP_PER_SITE = 64   # live factorizations one in-loop site may hold (a bound, n
 class ExpiredFactorizationError(RuntimeError):
     """An ``adjoints.jax.Factorization`` was used after the computation that made it ended.
 
-    A factorization made inside ``jax.jit`` lives as long as that computation needs it. Make it
-    outside (``F = adj.factorize(A)``, eagerly) and pass F into the jitted function, or do all
-    solves with it inside the one jitted function that made it.
+    A factorization made inside ``jax.jit`` lives as long as that computation needs it (one
+    returned from a jitted function: until that function runs again). Make it outside
+    (``F = adj.factorize(A)``, eagerly) and pass F into the jitted function, or do all solves
+    with it inside the one jitted function that made it.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, scipy.sparse as sp, linops as lo, adjoints.jax as adj
+    >>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+    >>> make = jax.jit(lambda v: adj.factorize(lo.Sparse(v, K.pattern)))
+    >>> F = make(jnp.asarray(K.values))
+    >>> F.solve(jnp.ones(2)).tolist()                # still the computation's factorization
+    [0.375, 0.25]
+    >>> _ = make(2 * jnp.asarray(K.values))           # the jitted function runs again
+    >>> F.solve(jnp.ones(2))
+    Traceback (most recent call last):
+    ...
+    adjoints._jax_host.ExpiredFactorizationError: adj.factorize: this factorization was made ...
     """
 
 

@@ -24,7 +24,23 @@ array. JAX's convention for complex numbers applies: cotangents use the plain tr
 numpy path when eager (``solvers.SingularMatrixError``, ``solvers.NonFiniteInputError``, ...) and
 fail a jitted computation with a ``JaxRuntimeError`` whose first line names the problem.
 
-Public API: :func:`solve`, :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`.
+Public API: :func:`solve`, :func:`factorize` (a :class:`Factorization`: the twin of
+``sv.init`` as a JAX value), :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`,
+:class:`ExpiredFactorizationError`.
+
+Loops (one factorization per matrix per computation)
+----------------------------------------------------
+A solve inside ``lax.scan``/``fori_loop``/``while_loop`` or a Python loop under ``jit`` whose
+matrix was built outside the loop is factorized once, where the matrix is, and every step and
+every cotangent step of ``grad`` reuses it; a loop body that builds the same matrix at every
+step reuses the factorization by its values (``stats().reuses``); a Newton loop whose matrix
+changes factorizes per step and keeps the pattern's symbolic analysis. Eager code is the
+exception: each eager ``solve(A, b)`` call factorizes, so an eager Python loop should
+factorize once itself::
+
+    F = adj.factorize(A)          # once
+    for t in range(T):
+        u = F.solve(u + f)        # every step reuses F (also F.solve_transpose/solve_adjoint)
 
 JAX conventions
 ---------------
@@ -34,6 +50,11 @@ JAX conventions
 * Put ``jax.jit`` outermost (``jax.jit(jax.grad(f))``, not ``jax.grad(jax.jit(f))``): then the
   forward solve and the gradient's transpose solve share one factorization; the other order
   refactorizes in the backward pass (correct, counted in ``stats().misses``).
+* Lifetime: eager factorizations live as long as the arrays (or ``Factorization``) holding
+  their key; inside ``jit`` a straight-line computation frees its factorization with its last
+  solve, and a compiled loop keeps its last factorization until it runs again (one per
+  compiled site; see :mod:`adjoints._jax_host`). A ``Factorization`` returned from a jitted
+  function is usable until that function runs again, then refused.
 * A ``lo.Sparse``'s pattern is static (part of the pytree structure); its values are the
   differentiable leaf. A BCOO/BCSR needs concrete indices (not traced).
 
