@@ -527,8 +527,6 @@ def main(argv=None, out=None) -> list[dict]:
 def _main_loops(args, argv) -> list[dict]:
     """``--section loops``: heat loops at --heat-sizes, vmap32 at n = 40 200, jacrev at
     n = 2 550, peers at n = 160 400; ratios are of CPU time, measured side by side."""
-    from .report import publish
-
     plan = [(m, nx) for nx in args.heat_sizes for m in LOOP_METHODS]
     plan += [("vmap32", 200), ("32 separate", 200), ("jacrev", 50)]
     plan += [(m, 400) for m in PEER_METHODS]
@@ -567,7 +565,12 @@ def _main_loops(args, argv) -> list[dict]:
         rows.append(row)
     cols = ["n", "method", "time s", "cpu s", "first call s", "peak MB (first)", "peak MB (warm)",
             "factorizations", "symbolic", "solve calls", "cpu ratio"]
-    publish(args.out, "jax-loops", table(rows, cols), results, argv)
+    from .report import write_section
+
+    text = table(rows, cols)
+    print(text)
+    cmd = " ".join(["python -m linops bench jax", *(argv if argv is not None else sys.argv[3:])])
+    write_section(args.out, "jax-loops", text, results, cmd)
     return results
 
 
