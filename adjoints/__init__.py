@@ -28,7 +28,9 @@ AffineSparse                     ``fam.pullback(G)``: θ̄ for K(θ) = K₀ + Σ
 JAX (``import adjoints.jax as adj``; needs ``pip install "linops[jax]"``)
 -----------------------------------------------------------------------
 adj.solve(A, b, alg=None)        u = A⁻¹b under grad, jvp, vmap, jit, hessian, ...; one
-                                 factorization per linearization point
+                                 factorization per matrix per computation (loops included)
+adj.factorize(A, alg=None)       F, a factorization as a JAX value: F.solve, F.solve_transpose,
+                                 F.solve_adjoint; closed over, carried, vmapped, differentiated
 adj.matmul(L, R)                 sparse @ dense or dense @ sparse, values̄ by SDDMM
 adj.stats(), adj.reset_stats()   counters of the host factorizations (``adj.Stats``)
 

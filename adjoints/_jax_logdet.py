@@ -374,7 +374,7 @@ def _projected_solve(vals, P, lam, V, B, sigma, alg, rtol):
     factorization of A − σI."""
     import scipy.sparse.linalg as sla
 
-    from solvers._eigsh import shifted
+    from solvers.internals import shifted
 
     A = lo.Sparse(vals, P)
     cache = sv.init(sv.LinearProblem(shifted(A, sigma), hermitian=True), alg or sv.Auto())

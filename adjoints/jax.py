@@ -24,9 +24,24 @@ array. JAX's convention for complex numbers applies: cotangents use the plain tr
 numpy path when eager (``solvers.SingularMatrixError``, ``solvers.NonFiniteInputError``, ...) and
 fail a jitted computation with a ``JaxRuntimeError`` whose first line names the problem.
 
-Public API: :func:`solve`, :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`;
-log-determinants and eigenpairs (issue 18): :func:`logdet`, :func:`slogdet`, :func:`inv_sample`,
-:func:`eigsh`.
+Public API: :func:`solve`, :func:`factorize` (a :class:`Factorization`: the twin of
+``sv.init`` as a JAX value), :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`,
+:class:`ExpiredFactorizationError`; log-determinants and eigenpairs: :func:`logdet`,
+:func:`slogdet`, :func:`inv_sample`, :func:`eigsh`.
+
+Loops (one factorization per matrix per computation)
+----------------------------------------------------
+A solve inside ``lax.scan``/``fori_loop``/``while_loop`` or a Python loop under ``jit`` whose
+matrix was built outside the loop is factorized once, where the matrix is, and every step and
+every cotangent step of ``grad`` reuses it; a loop body that builds the same matrix at every
+step reuses the factorization by its values (``stats().reuses``); a Newton loop whose matrix
+changes factorizes per step and keeps the pattern's symbolic analysis. Eager code is the
+exception: each eager ``solve(A, b)`` call factorizes, so an eager Python loop should
+factorize once itself::
+
+    F = adj.factorize(A)          # once
+    for t in range(T):
+        u = F.solve(u + f)        # every step reuses F (also F.solve_transpose/solve_adjoint)
 
 JAX conventions
 ---------------
@@ -36,6 +51,11 @@ JAX conventions
 * Put ``jax.jit`` outermost (``jax.jit(jax.grad(f))``, not ``jax.grad(jax.jit(f))``): then the
   forward solve and the gradient's transpose solve share one factorization; the other order
   refactorizes in the backward pass (correct, counted in ``stats().misses``).
+* Lifetime: eager factorizations live as long as the arrays (or ``Factorization``) holding
+  their key; inside ``jit`` a straight-line computation frees its factorization with its last
+  solve, and a compiled loop keeps its last factorization until it runs again (one per
+  compiled site; see :mod:`adjoints._jax_host`). A ``Factorization`` returned from a jitted
+  function is usable until that function runs again, then refused.
 * A ``lo.Sparse``'s pattern is static (part of the pytree structure); its values are the
   differentiable leaf. A BCOO/BCSR needs concrete indices (not traced).
 
@@ -67,26 +87,29 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import linops as lo
 import solvers as sv
-from linops.internals import ShapeError, ensure_jax_pytrees
+from linops.internals import (ShapeError, csr_parts, dense_array, diagonal_of, ensure_jax_pytrees,
+                              low_rank_split, scale_split, structure)
+from solvers.internals import resolve
 
+from . import _jax_factor as _fac
 from . import _jax_host as _host
+from ._jax_factor import Factorization as Factorization
+from ._jax_host import ExpiredFactorizationError as ExpiredFactorizationError
 from ._jax_host import Stats as Stats
 from ._jax_solves import dense_factor, diagonal_factor, gpu_sparse_factor, krylov_factor
 from ._jax_spmm import spmm
 
 ensure_jax_pytrees()
 
-from ._jax_logdet import eigsh, inv_sample, logdet, slogdet  # noqa: E402  (issue 18)
+from ._jax_logdet import eigsh, inv_sample, logdet, slogdet  # noqa: E402  (uses solve above)
 
-__all__ = ["solve", "matmul", "stats", "reset_stats", "Stats", "logdet", "slogdet", "inv_sample", "eigsh"]
+__all__ = ["solve", "factorize", "Factorization", "matmul", "stats", "reset_stats", "Stats",
+           "ExpiredFactorizationError", "logdet", "slogdet", "inv_sample", "eigsh"]
 
-# the names solve() accepts: the solvers algorithms that have a JAX path (no AMG/PETSc/Pardiso
-# as a top-level alg: AMG runs as a preconditioner inside a host solve)
-_NAMES = {"auto": sv.Auto, "lu": sv.LU, "cholesky": sv.Cholesky, "cg": sv.CG, "gmres": sv.GMRES,
-          "bicgstab": sv.BiCGStab, "woodbury": sv.Woodbury}
 
 
 def stats() -> Stats:
@@ -206,6 +229,11 @@ def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
     ...
     solvers._errors.SingularMatrixError: dense LU (adjoints.jax): the matrix is singular ...
     """
+    if isinstance(A, Factorization):
+        if alg is not None:
+            raise TypeError("solve(F, b) uses F's own algorithm; alg must be None, got "
+                            f"{alg!r}")
+        return A.solve(b)
     alg = _resolve(alg)
     b = _as_jax(b, "b")
     op = _coerce(A)
@@ -216,23 +244,132 @@ def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
         raise ShapeError(f"solve needs b of shape (n,) or (n, k) with n={shape[0]}: "
                          f"A.shape={shape}, b.shape={tuple(b.shape)}")
     dtype = jnp.result_type(_dtype_of(op), b.dtype)
+    if b.size == 0:   # n = 0 or no columns: nothing to solve, an empty result (any path)
+        return jnp.zeros(b.shape, dtype)
     return _factor(op, dtype, alg, hermitian, posdef)(b.astype(dtype))
+
+
+# ----- factorize ---------------------------------------------------------------------------------
+def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
+              posdef: bool | None = None) -> Factorization:
+    """F = a factorization of the sparse matrix A, as a JAX value: the twin of ``sv.init``.
+
+    ``F.solve(b)`` (also ``adj.solve(F, b)``), ``F.solve_transpose(b)`` and
+    ``F.solve_adjoint(b)`` reuse the one factorization any number of times. F is a pytree (the
+    key and A's values are its leaves): close over it, carry it through ``scan``/
+    ``fori_loop``/``while_loop``/``cond``, pass it into ``jax.jit``, vmap over a batch of
+    matrices (one factorization per member, one symbolic analysis for all), and differentiate
+    through it: every solve's tangent and cotangent is a solve with the same factors, and A's
+    values get their cotangent on the pattern (an SDDMM of each solve's λ and u).
+
+    Parameters
+    ----------
+    A : sparse operator
+        ``lo.Sparse`` with jax values, ``fam(θ)``, or a BCOO/BCSR with concrete indices.
+    alg : solvers algorithm or name, optional
+        As for :func:`solve` (default ``sv.Auto()``).
+    hermitian, posdef : bool, optional
+        Hints for ``sv.Auto``.
+
+    Returns
+    -------
+    Factorization
+
+    Raises
+    ------
+    TypeError
+        A is not sparse (dense and matrix-free systems: use :func:`solve`, which keeps its
+        factors inside XLA).
+    ShapeError
+        A is not square.
+    solvers.SingularMatrixError, solvers.NotHermitianError, solvers.NonFiniteInputError
+        Eager: raised here. Under ``jax.jit``: a ``JaxRuntimeError`` whose first line names it.
+    ExpiredFactorizationError
+        (from a solve) F was made inside a jitted computation that has ended.
+
+    Notes
+    -----
+    Cost: one ``solvers.init`` on the host now (eager) or when the computation runs (jit);
+    then two triangular solves per right-hand side. Lifetime: eager, as long as F (or any
+    array holding its key) lives; made inside ``jax.jit``, as long as that computation needs
+    it. A loop that calls :func:`solve` with one matrix built outside the loop gets the same
+    single factorization without this function (the factorization is made where the matrix
+    is); ``factorize`` is for an eager Python loop (each eager :func:`solve` call factorizes
+    anew) and for making the reuse explicit.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, scipy.sparse as sp
+    >>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+    >>> reset_stats()
+    >>> F = factorize(K)
+    >>> u = jnp.array([1.0, 2.0])
+    >>> for _ in range(3):                     # an eager loop: one factorization for all steps
+    ...     u = solve(F, u)
+    >>> u.tolist(), stats().factorizations
+    ([0.015625, 0.03125], 1)
+    >>> step = lambda u, _: (F.solve(u), None)
+    >>> jax.lax.scan(step, jnp.array([1.0, 2.0]), None, length=3)[0].tolist()
+    [0.015625, 0.03125]
+    """
+    alg = _resolve(alg)
+    if isinstance(A, Factorization):
+        return A
+    op = _coerce(A)
+    parts = csr_parts(op) if isinstance(op, lo.LinearOperator) else None
+    if parts is None:
+        raise TypeError(f"factorize needs a sparse matrix (lo.Sparse, fam(θ), BCOO/BCSR), got "
+                        f"{type(op).__name__}; dense, diagonal and matrix-free systems keep "
+                        f"their factors inside XLA: call adj.solve(A, b)")
+    shape = tuple(op.shape)
+    if len(shape) != 2 or shape[0] != shape[1]:
+        raise ShapeError(f"factorize needs a square A, got A.shape={shape}")
+    raw, pattern = parts
+    values = _as_jax(raw, "A.values")
+    if _platform(values) == "gpu":
+        raise sv.BackendNotSupported("factorize keeps host factors (CPU); on a GPU call "
+                                     "adj.solve(A, b), which solves on the device")
+    spec = _host.Spec(pattern, alg, hermitian, posdef, explicit=True)
+    return _fac.make(values, spec, raw)
 
 
 def _coerce(A):
     """A dense jax array, or a linops operator (BCOO/BCSR and scipy sparse become lo.Sparse)."""
-    if isinstance(A, lo.Dense):
-        A = A.a
+    if isinstance(A, lo.LinearOperator) and dense_array(A) is not None:
+        A = dense_array(A)
     if not isinstance(A, lo.LinearOperator) and _is_plain_array(A):
         return _as_jax(A, "A")
+    if _is_jax_sparse(A):
+        A = _drop_padding(A)
     return lo.aslinop(A)
 
 
+def _drop_padding(M):
+    """A BCOO/BCSR without JAX's padding entries (index = shape: out of bounds, value 0, as
+    ``BCOO.fromdense(M, nse=...)`` and ``sum_duplicates`` leave them). Traced indices are left
+    for ``lo.aslinop`` to refuse."""
+    from jax.experimental import sparse as jsp
+
+    if isinstance(M, jsp.BCSR):
+        M = M.to_bcoo()
+    if not isinstance(M, jsp.BCOO) or M.n_batch or M.n_dense or M.ndim != 2:
+        return M
+    try:
+        ind = np.asarray(M.indices)
+    except jax.errors.TracerArrayConversionError:
+        return M
+    keep = np.all(ind < np.asarray(M.shape), axis=1)
+    if keep.all():
+        return M
+    return jsp.BCOO((M.data[keep], ind[keep]), shape=M.shape)
+
+
 def _dtype_of(op):
-    if isinstance(op, lo.Sparse):
-        return _as_jax(op.values, "A.values").dtype
     if not isinstance(op, lo.LinearOperator):
         return op.dtype
+    parts = csr_parts(op)
+    if parts is not None:
+        return _as_jax(parts[0], "A.values").dtype
     return jax.dtypes.canonicalize_dtype(op.dtype)
 
 
@@ -241,27 +378,28 @@ def _factor(op, dtype, alg, hermitian=None, posdef=None) -> Callable:
     here, ONCE, and shared by every solve, tangent and cotangent of the returned function."""
     if not isinstance(op, lo.LinearOperator):
         return dense_factor(op, dtype, alg, posdef)
-    if isinstance(op, lo.Sparse):
-        values = _as_jax(op.values, "A.values")
+    kind = structure(op)
+    if kind == "sparse":
+        raw, pattern = csr_parts(op)
+        values = _as_jax(raw, "A.values")
         if _platform(values) == "gpu":
-            return gpu_sparse_factor(values, op.pattern, dtype)
-        spec = _host.Spec(op.pattern, alg, hermitian, posdef)
-        site = _host.Site()
-        keys = _host.factorize(values, spec, site)
-        return lambda b: _host.host_solve(keys, values, b, spec, site)
-    if isinstance(op, lo.Dense):
-        return dense_factor(_as_jax(op.a, "A"), dtype, alg, posdef)
-    if isinstance(op, lo.Diagonal):
-        return diagonal_factor(_as_jax(op.d, "A.d"), dtype, alg)
-    if isinstance(op, lo.Identity):
-        return lambda b: b
-    if isinstance(op, lo.Scaled):  # (c·B)⁻¹ = B⁻¹/c: B's factorization, c differentiable
-        inner = _factor(op.A, dtype, alg, hermitian, posdef)
-        c = jnp.asarray(op.c)
+            return gpu_sparse_factor(values, pattern, dtype)
+        spec = _host.Spec(pattern, alg, hermitian, posdef)
+        F = _fac.make(values, spec, raw)   # made where the values are: once per values
+        return F.solve
+    if kind == "dense":
+        return dense_factor(_as_jax(dense_array(op), "A"), dtype, alg, posdef)
+    if kind == "diagonal":
+        d = diagonal_of(op)
+        return (lambda b: b) if d is None else diagonal_factor(_as_jax(d, "A.d"), dtype, alg)
+    scaled = scale_split(op)
+    if scaled is not None:  # (c·B)⁻¹ = B⁻¹/c: B's factorization, c differentiable
+        c, B = scaled
+        inner = _factor(B, dtype, alg, hermitian, posdef)
+        c = jnp.asarray(c)
         return lambda b: (inner(b) / c).astype(dtype)
-    parts = _split_low_rank(op)
-    if parts is not None:
-        return _woodbury(*parts, dtype, alg)
+    if kind == "lowrank":
+        return _woodbury(*low_rank_split(op), dtype, alg)
     # anything else is used through its products only (traceable: MatrixFree, Sum, Product...)
     return krylov_factor(op, dtype, alg, hermitian, posdef)
 
@@ -283,32 +421,10 @@ def _woodbury(B, U, V, dtype, alg) -> Callable:
     return apply
 
 
-def _split_low_rank(op):
-    """(B, U, V) when op = B + U Vᴴ with exactly one low-rank term, else None."""
-    if not isinstance(op, lo.Sum):
-        return None
-    low = [t for t in op.terms if isinstance(t, (lo.LowRank, lo.RankOne))]
-    if len(low) != 1:
-        return None
-    rest = [t for t in op.terms if t is not low[0]]
-    B = rest[0] if len(rest) == 1 else lo.Sum(tuple(rest))
-    U, V = low[0].factors()
-    return B, U, V
-
-
 def _resolve(alg):
-    """An algorithm object from None (Auto), a name of ``_NAMES`` or an object with setup."""
-    if alg is None:
-        return sv.Auto()
-    if isinstance(alg, str):
-        key = alg.strip().lower().replace("-", "").replace("_", "")
-        if key not in _NAMES:
-            raise ValueError(f"unknown algorithm {alg!r}; names: {', '.join(sorted(_NAMES))}")
-        return _NAMES[key]()
-    if not callable(getattr(alg, "setup", None)):
-        raise TypeError(f"alg must be a solvers algorithm (sv.LU(), sv.CG(...), ...) or its name, "
-                        f"got {type(alg).__name__}: {alg!r}")
-    return alg
+    """An algorithm object from None (Auto), a name of an algorithm the registry marks as
+    having a JAX path, or an algorithm object (``solvers.internals.resolve``)."""
+    return resolve(alg, jax=True)
 
 
 def _as_jax(x, name: str):
@@ -397,12 +513,12 @@ def matmul(L: Any, R: Any) -> jax.Array:
     if not (l_sp or r_sp):
         return jnp.matmul(_plain(L), _plain(R))
     if l_sp:
-        A = lo.aslinop(L)
+        A = lo.aslinop(_drop_padding(L) if _is_jax_sparse(L) else L)
         X = _as_jax(R, "X")
         if X.ndim not in (1, 2) or X.shape[0] != A.shape[1]:
             raise ShapeError(f"A @ X with A.shape={A.shape} but X.shape={tuple(X.shape)}")
         return spmm(_as_jax(A.values, "A.values"), X, A.pattern, "N")
-    A = lo.aslinop(R)
+    A = lo.aslinop(_drop_padding(R) if _is_jax_sparse(R) else R)
     X = _as_jax(L, "X")
     if X.ndim not in (1, 2) or X.shape[-1] != A.shape[0]:
         raise ShapeError(f"X @ A with X.shape={tuple(X.shape)} but A.shape={A.shape}")

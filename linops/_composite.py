@@ -16,7 +16,8 @@ import numpy as np
 from ._backend import namespace, snapshot
 from ._base import LinearOperator
 from ._errors import ShapeError
-from ._generics import _inner, _inner_split_k, _sample, _to_dense, conjugate, low_rank_split, structure
+from ._generics import (_inner, _inner_split_k, _sample, _to_dense, conjugate, low_rank_split,
+                        scale_split, structure)
 from ._pytree import _set, operator
 
 
@@ -292,3 +293,8 @@ def _(A: Sum):
 @structure.register
 def _(A: Sum):
     return "lowrank" if low_rank_split(A) is not None else "matrixfree"
+
+
+@scale_split.register
+def _(A: Scaled):
+    return A.c, A.A

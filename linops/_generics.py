@@ -30,8 +30,8 @@ types (``linops.internals`` exports them):
 
 - :func:`structure` — 'dense', 'sparse', 'diagonal', 'lowrank' (B + one low-rank term),
   'petsc' or 'matrixfree' (the fallback): the vocabulary of the solvers' registry.
-- :func:`csr_parts`, :func:`dense_array`, :func:`diagonal_of`, :func:`low_rank_split` — the
-  stored arrays of a structure (None where A has no such structure).
+- :func:`csr_parts`, :func:`dense_array`, :func:`diagonal_of`, :func:`low_rank_split`,
+  :func:`scale_split` — the stored arrays of a structure (None where A has no such structure).
 - :func:`abs_apply` — |A| X (or |A|ᵀ X) for operators that store their entries, else None.
 - :func:`adjoint_view` — the cheapest Aᴴ to apply (Sparse: its native transposed view).
 - :func:`with_dtype` — A with its arrays cast (stored operators only).
@@ -87,6 +87,12 @@ def diagonal_of(A):
 @singledispatch
 def low_rank_split(A):
     """(B, U, V) when A = B + U Vᴴ with exactly one low-rank term, else None."""
+    return None
+
+
+@singledispatch
+def scale_split(A):
+    """(c, B) when A = c·B (a scaled operator), else None."""
     return None
 
 

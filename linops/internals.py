@@ -12,7 +12,7 @@ positions; it gives ``sample``, ``diagonal``, ``trace`` and ``project``), ``to_d
 
 Structure queries (branch on these, not on concrete operator types): ``structure`` ('dense',
 'sparse', 'diagonal', 'lowrank', 'petsc', 'matrixfree'), ``csr_parts``, ``dense_array``,
-``diagonal_of``, ``low_rank_split``, ``abs_apply`` (|A| X), ``adjoint_view`` (the cheapest Aᴴ),
+``diagonal_of``, ``low_rank_split``, ``scale_split``, ``abs_apply`` (|A| X), ``adjoint_view`` (the cheapest Aᴴ),
 ``with_dtype`` and ``structure_key``.
 """
 
@@ -43,6 +43,7 @@ from ._generics import csr_parts as csr_parts
 from ._generics import dense_array as dense_array
 from ._generics import diagonal_of as diagonal_of
 from ._generics import low_rank_split as low_rank_split
+from ._generics import scale_split as scale_split
 from ._generics import structure as structure
 from ._generics import structure_key as structure_key
 from ._generics import with_dtype as with_dtype

@@ -15,6 +15,7 @@ from ._checks import hermitian_tol as hermitian_tol
 from ._checks import precision as precision
 from ._checks import rcond_tol as rcond_tol
 from ._contract import Algorithm as Algorithm
+from ._eigsh import shifted as shifted
 from ._contract import EmptyFactor as EmptyFactor
 from ._contract import Factor as Factor
 from ._registry import Entry as Entry

@@ -116,3 +116,27 @@ def test_one_op_per_array_and_no_leak():
     del values, op
     gc.collect()
     assert len(jc._OPS) == before
+
+
+def test_host_product_for_large_matrices_equals_the_gather(monkeypatch):
+    """Finding 20: on the CPU a large constant matrix multiplies in a host callback (scipy),
+    so that XLA does not embed it in the compiled module; every transform gives the same
+    numbers as the gather path and no large constant is left in the lowered module."""
+    for name, fam in FAMILIES.items():
+        th = jnp.asarray(_theta(fam))
+        c = jnp.asarray(np.random.default_rng(2).standard_normal(fam.pattern.nnz))
+        f = lambda t, c: jnp.sum(jnp.abs(fam(t).values * c) ** 2)
+        want = (jax.jit(lambda t: fam(t).values)(th), jax.jit(jax.grad(f))(th, c),
+                jax.jit(jax.vmap(lambda t: fam(t).values))(jnp.stack([th, 2 * th])))
+        monkeypatch.setattr(jc, "HOST_MIN_NNZ", 0)
+        got = (jax.jit(lambda t: fam(t).values)(th), jax.jit(jax.grad(f))(th, c),
+               jax.jit(jax.vmap(lambda t: fam(t).values))(jnp.stack([th, 2 * th])))
+        text = jax.jit(jax.grad(f)).lower(th, c).as_text()
+        monkeypatch.setattr(jc, "HOST_MIN_NNZ", 1 << 16)
+        gathered = jax.jit(jax.grad(f)).lower(th, c).as_text()
+        for x, y in zip(got, want):
+            np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-13, atol=1e-13)
+        # the matrix is not embedded: the gather's module holds it (as hex constants, 2 chars a
+        # byte, values of both directions and their indices), the host product's does not
+        assert "callback" in text and "callback" not in gathered
+        assert len(text) + 2 * fam.MH.values.nbytes < len(gathered), (name, len(text))

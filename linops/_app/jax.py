@@ -15,6 +15,21 @@ Problem: f(θ) = aᵀK(θ)⁻¹b for the heat-conduction family ``lo.testing.poi
 * ``hvp jit``: Hessian-vector products ∇²f(θ)·v through the sparse solve (forward-over-reverse),
   one factorization each; reported as products per second.
 
+``--section loops`` (issue 20): the heat equation u_{t+1} = A⁻¹(u_t + f), A = I + Δt·K(θ),
+``--steps`` implicit steps (default 50), loss ‖u_T − g‖², gradient w.r.t. θ and f:
+
+* ``heat numpy``: sv.init once, the forward loop, the reverse loop with solve_adjoint, ∂A kept
+  lazy (lo.LowRank) and pulled back by fam.pullback — the numpy path.
+* ``heat scipy hand``: a hand-written scipy adjoint (one splu, trans='T', θ̄ = Mᵀ(...)).
+* ``heat scan`` / ``heat fori`` / ``heat factorize``: jax.jit(jax.value_and_grad) of the loop
+  written with lax.scan, lax.fori_loop, or adj.factorize + scan.
+* ``vmap32`` / ``32 separate``: one jitted vmap solve over 32 value sets of one pattern
+  against 32 separate sv.init + solve (symbolic analyses counted).
+* ``jacrev``: jax.jit(jax.jacrev) of u = A⁻¹b w.r.t. b (host solve calls counted).
+* peers at the ``solve`` section's problem (f = aᵀK(θ)⁻¹b, jit(value_and_grad)): ``klujax``
+  (klujax.solve), ``splineax KLU`` (splineax.linear_solve with its KLU), against
+  ``adj jit value_and_grad`` (LU, the same kind of factorization as KLU) and ``adj cholesky``.
+
 Each (method, size) runs in a fresh subprocess so that its peak RSS is its own. Memory: the
 increase of the peak resident set over the state after building the problem, for the first call
 (JIT compilation included) and for a warm call (the peak is reset through /proc/self/clear_refs).
@@ -34,6 +49,10 @@ from .report import markdown_table as table
 
 METHODS = ["numpy path", "adj jit value_and_grad", "spsolve + grad", "fam numpy", "fam jit",
            "hvp jit"]
+LOOP_METHODS = ["heat numpy", "heat scipy hand", "heat scan", "heat fori", "heat factorize"]
+BATCH_METHODS = ["vmap32", "32 separate", "jacrev"]
+PEER_METHODS = ["adj lu", "adj cholesky", "klujax", "splineax KLU"]
+STEPS = 50
 
 
 # ----- one measurement (child process) -----------------------------------------------------------
@@ -142,13 +161,258 @@ def _hvp(fam, b, theta, a):
     return run, lambda r: {"factorizations": r[1].factorizations, "live_after": r[1].live}
 
 
+# ----- issue 20: loops, batches, peers ------------------------------------------------------------
+DT = 0.05
+
+
+def _heat(nx: int):
+    """(fam, eye values, f, g, θ) of the heat problem with n = nx·nx unknowns (ny = nx − 1)."""
+    import numpy as np
+
+    import linops as lo
+
+    fam, load = lo.testing.poisson_family(nx, nx - 1)
+    P = fam.pattern
+    eye = (P.rows == P.indices).astype(float)
+    rng = np.random.default_rng(0)
+    return fam, eye, load, rng.standard_normal(fam.shape[0]), 0.5 + rng.random(fam.n_params)
+
+
+def _heat_numpy(nx, steps):
+    import numpy as np
+
+    import linops as lo
+    import solvers as sv
+
+    fam, eye, f, g, theta = _heat(nx)
+    P = fam.pattern
+
+    def run():
+        cache = sv.init(sv.LinearProblem(lo.Sparse(eye + DT * fam(theta).values, P), posdef=True))
+        us = [np.zeros(P.shape[0])]
+        for _ in range(steps):
+            us.append(cache.solve(us[-1] + f))
+        ubar = 2 * (us[-1] - g)
+        lams, fbar = [], np.zeros_like(f)
+        for _ in range(steps):
+            lam = cache.solve_adjoint(ubar)
+            lams.append(lam)
+            fbar += lam
+            ubar = lam
+        G = lo.LowRank(-np.stack(lams[::-1], 1), np.stack(us[1:], 1))
+        return np.sum((us[-1] - g) ** 2), DT * fam.pullback(G), fbar, cache.stats.factorizations
+    return run, lambda r: {"factorizations": r[3]}
+
+
+def _heat_scipy(nx, steps):
+    import numpy as np
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spl
+
+    fam, eye, f, g, theta = _heat(nx)
+    P = fam.pattern
+    M = fam.M.to_scipy()
+    rows, cols = P.rows, P.indices
+
+    def run():
+        A = sp.csr_array((eye + DT * (M @ theta), P.indices, P.indptr), shape=P.shape)
+        lu = spl.splu(A.tocsc())
+        us = [np.zeros(P.shape[0])]
+        for _ in range(steps):
+            us.append(lu.solve(us[-1] + f))
+        ubar = 2 * (us[-1] - g)
+        abar = np.zeros(P.nnz)
+        fbar = np.zeros_like(f)
+        for t in range(steps, 0, -1):
+            lam = lu.solve(ubar, trans="T")
+            fbar += lam
+            abar -= lam[rows] * us[t][cols]
+            ubar = lam
+        return np.sum((us[-1] - g) ** 2), DT * (M.T @ abar), fbar
+    return run, lambda r: {"factorizations": 1}
+
+
+def _heat_jax(form):
+    def build(nx, steps):
+        jax, jnp = _jax_setup()
+        import linops as lo
+        import adjoints.jax as adj
+
+        fam, eye, f, g, theta = _heat(nx)
+        P = fam.pattern
+        eyej, fj, gj = jnp.asarray(eye), jnp.asarray(f), jnp.asarray(g)
+        n = P.shape[0]
+
+        def loss(th, f):
+            A = lo.Sparse(eyej + DT * fam(th).values, P)
+            u0 = jnp.zeros(n)
+            if form == "scan":
+                u = jax.lax.scan(lambda u, _: (adj.solve(A, u + f, posdef=True), None), u0,
+                                 None, length=steps)[0]
+            elif form == "fori":
+                u = jax.lax.fori_loop(0, steps, lambda i, u: adj.solve(A, u + f, posdef=True), u0)
+            else:
+                F = adj.factorize(A, posdef=True)
+                u = jax.lax.scan(lambda u, _: (F.solve(u + f), None), u0, None, length=steps)[0]
+            return jnp.sum((u - gj) ** 2)
+
+        vg = jax.jit(jax.value_and_grad(loss, (0, 1)))
+        tj = jnp.asarray(theta)
+        calls = [0]
+
+        def run():   # θ changes slightly at every call: each call factorizes its own matrix
+            adj.reset_stats()
+            calls[0] += 1
+            v, gr = vg(tj * (1 + 1e-9 * calls[0]), fj)
+            jax.block_until_ready(gr)
+            return v, gr, adj.stats()
+        return run, lambda r: {"factorizations": r[2].factorizations,
+                               "misses": r[2].misses, "live_after": r[2].live}
+    return build
+
+
+def _vmap32(nx, steps):
+    jax, jnp = _jax_setup()
+    import numpy as np
+
+    import linops as lo
+    import adjoints.jax as adj
+
+    fam, b = lo.testing.poisson_family(nx)
+    rng = np.random.default_rng(0)
+    thetas = jnp.asarray(0.5 + rng.random((32, fam.n_params)))
+    bj = jnp.asarray(b)
+    fn = jax.jit(jax.vmap(lambda th: adj.solve(fam(th), bj, "lu")))
+
+    def run():
+        adj.reset_stats()
+        jax.block_until_ready(fn(thetas))
+        return adj.stats()
+    return run, lambda s: {"factorizations": s.factorizations,
+                           "symbolic_analyses": s.symbolic_analyses}
+
+
+def _separate32(nx, steps):
+    import numpy as np
+
+    import linops as lo
+    import solvers as sv
+
+    fam, b = lo.testing.poisson_family(nx)
+    rng = np.random.default_rng(0)
+    thetas = 0.5 + rng.random((32, fam.n_params))
+
+    def run():
+        n = 0
+        for th in thetas:
+            c = sv.init(sv.LinearProblem(fam(th)), sv.LU())
+            c.solve(b)
+            n += c.stats.factorizations
+        return n
+    return run, lambda n: {"factorizations": n, "symbolic_analyses": n}
+
+
+def _jacrev(nx, steps):
+    jax, jnp = _jax_setup()
+    import numpy as np
+
+    import linops as lo
+    import adjoints.jax as adj
+
+    fam, b = lo.testing.poisson_family(nx)
+    A = fam(jnp.asarray(0.5 + np.random.default_rng(0).random(fam.n_params)))
+    J = jax.jit(jax.jacrev(lambda b: adj.solve(A, b, posdef=True)))
+    bj = jnp.asarray(b)
+
+    def run():
+        adj.reset_stats()
+        jax.block_until_ready(J(bj))
+        return adj.stats()
+    return run, lambda s: {"factorizations": s.factorizations,
+                           "solve_calls": s.forward_solves + s.transpose_solves}
+
+
+def _adj_alg(alg):
+    def build(nx, steps):
+        jax, jnp = _jax_setup()
+        import adjoints.jax as adj
+
+        fam, b, theta, a = _problem(nx)
+        aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
+        vg = jax.jit(jax.value_and_grad(lambda th: jnp.dot(aj, adj.solve(fam(th), bj, alg))))
+
+        calls = [0]
+
+        def run():   # a new θ at every call (no method may reuse an earlier factorization)
+            adj.reset_stats()
+            calls[0] += 1
+            v, g = vg(tj * (1 + 1e-9 * calls[0]))
+            g.block_until_ready()
+            return v, g, adj.stats()
+        return run, lambda r: {"factorizations": r[2].factorizations}
+    return build
+
+
+def _klujax(nx, steps):
+    jax, jnp = _jax_setup()
+    import klujax
+
+    fam, b, theta, a = _problem(nx)
+    P = fam.pattern
+    Ai, Aj = jnp.asarray(P.rows, jnp.int32), jnp.asarray(P.indices, jnp.int32)
+    aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
+    vg = jax.jit(jax.value_and_grad(
+        lambda th: jnp.dot(aj, klujax.solve(Ai, Aj, fam(th).values, bj))))
+    calls = [0]
+
+    def run():
+        calls[0] += 1
+        v, g = vg(tj * (1 + 1e-9 * calls[0]))
+        return v, g.block_until_ready()
+    return run, lambda r: {"factorizations": 2}
+
+
+def _splineax(nx, steps):
+    jax, jnp = _jax_setup()
+    from jax.experimental import sparse as jsp
+    import splineax
+
+    fam, b, theta, a = _problem(nx)
+    P = fam.pattern
+    ind = jnp.stack([jnp.asarray(P.rows, jnp.int32), jnp.asarray(P.indices, jnp.int32)], 1)
+    aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
+
+    def f(th):
+        op = splineax.BCOOLinearOperator(jsp.BCOO((fam(th).values, ind), shape=P.shape))
+        u, _ = splineax.linear_solve(op, bj, splineax.KLU())
+        return jnp.dot(aj, u.value if hasattr(u, "value") else u)
+
+    vg = jax.jit(jax.value_and_grad(f))
+    calls = [0]
+
+    def run():
+        calls[0] += 1
+        v, g = vg(tj * (1 + 1e-9 * calls[0]))
+        return v, g.block_until_ready()
+    return run, lambda r: {"factorizations": 1}
+
+
 _BUILD = {"numpy path": _numpy_path, "adj jit value_and_grad": _adj, "spsolve + grad": _spsolve,
           "fam numpy": _fam_numpy, "fam jit": _fam_jit, "hvp jit": _hvp}
+_BUILD2 = {"heat numpy": _heat_numpy, "heat scipy hand": _heat_scipy,
+           "heat scan": _heat_jax("scan"), "heat fori": _heat_jax("fori"),
+           "heat factorize": _heat_jax("factorize"), "vmap32": _vmap32,
+           "32 separate": _separate32, "jacrev": _jacrev, "adj lu": _adj_alg("lu"),
+           "adj cholesky": _adj_alg("cholesky"), "klujax": _klujax, "splineax KLU": _splineax}
 
 
-def run_one(method: str, nx: int) -> dict:
-    fam, b, theta, a = _problem(nx)
-    run, extra = _BUILD[method](fam, b, theta, a)
+def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
+    if method in _BUILD2:
+        run, extra = _BUILD2[method](nx, steps)
+        fam = _heat(nx)[0] if method.startswith("heat") else _problem(nx)[0]
+    else:
+        fam, b, theta, a = _problem(nx)
+        run, extra = _BUILD[method](fam, b, theta, a)
     out = {"method": method, "n": fam.shape[0], "nnz": fam.pattern.nnz}
     base = _rss()
     _reset_peak()
@@ -168,18 +432,24 @@ def run_one(method: str, nx: int) -> dict:
         if times[-1] > 30:   # minutes-long rows (spsolve at n = 640 800): one warm call is enough
             break
     out["time_s"] = min(times)
+    c = time.process_time()
+    res = run()
+    out["cpu_s"] = time.process_time() - c
     out.update(extra(res))
     return out
 
 
 # ----- driver -------------------------------------------------------------------------------------
-def _child(method: str, nx: int, timeout: float) -> dict:
+def _child(method: str, nx: int, timeout: float, steps: int = STEPS) -> dict:
     code = ("import json, warnings; warnings.simplefilter('ignore');"
             "from linops._app.jax import run_one;"
-            f"print('@@' + json.dumps(run_one({method!r}, {nx})))")
+            f"print('@@' + json.dumps(run_one({method!r}, {nx}, {steps})))")
+    # one BLAS/OpenMP thread: CPU time is then steadier than wall time on a shared machine
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1"}
     try:
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"method": method, "skipped": f"timed out after {timeout:.0f} s"}
     for line in p.stdout.splitlines():
@@ -229,12 +499,20 @@ def main(argv=None, out=None) -> list[dict]:
     ap.add_argument("--sizes", type=_positive, nargs="+", default=[400, 800], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
-    ap.add_argument("--methods", nargs="+", choices=METHODS, default=METHODS)
+    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2), default=None)
+    ap.add_argument("--section", choices=["solve", "loops"], default="solve",
+                    help="solve: f = aᵀK(θ)⁻¹b (default); loops: issue 20's time loops, "
+                         "batches and JAX peers")
+    ap.add_argument("--steps", type=_positive, default=STEPS, help="implicit steps (loops)")
+    ap.add_argument("--heat-sizes", type=_positive, nargs="+", default=[29, 400], metavar="NX",
+                    help="loops: heat grids (n = nx²); default 29 400 (n = 841, 160 000)")
     ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args(argv)
+    if args.section == "loops":
+        return _main_loops(args, argv)
     results = []
     for nx in args.sizes:
-        for m in args.methods:
+        for m in args.methods or METHODS:
             sys.stderr.write(f"{m}, nx={nx} ...\n")
             r = _child(m, nx, args.timeout)
             r.setdefault("n", nx * (nx + 1))
@@ -243,6 +521,56 @@ def main(argv=None, out=None) -> list[dict]:
             "factorizations", "ratio", "memory"]
     text = table(_rows(results), cols)
     publish(args.out, "jax", text, results, argv)
+    return results
+
+
+def _main_loops(args, argv) -> list[dict]:
+    """``--section loops``: heat loops at --heat-sizes, vmap32 at n = 40 200, jacrev at
+    n = 2 550, peers at n = 160 400; ratios are of CPU time, measured side by side."""
+    plan = [(m, nx) for nx in args.heat_sizes for m in LOOP_METHODS]
+    plan += [("vmap32", 200), ("32 separate", 200), ("jacrev", 50)]
+    plan += [(m, 400) for m in PEER_METHODS]
+    if args.methods:
+        plan = [(m, nx) for m, nx in plan if m in args.methods]
+    results = []
+    for m, nx in plan:
+        sys.stderr.write(f"{m}, nx={nx} ...\n")
+        r = _child(m, nx, args.timeout, args.steps)
+        r.setdefault("n", "")
+        results.append(r)
+    by = {(r.get("n"), r["method"]): r for r in results}
+    refs = {"heat scan": "heat numpy", "heat fori": "heat numpy", "heat factorize": "heat numpy",
+            "heat scipy hand": "heat numpy", "vmap32": "32 separate", "klujax": "adj lu",
+            "splineax KLU": "adj lu", "adj cholesky": "adj lu"}
+    rows = []
+    for r in results:
+        if "skipped" in r:
+            rows.append({"n": r.get("n", ""), "method": r["method"], "time s": r["skipped"]})
+            continue
+        row = {"n": f"{r['n']:,}", "method": r["method"], "time s": f"{r['time_s']:.3f}",
+               "cpu s": f"{r['cpu_s']:.3f}", "first call s": f"{r['first_call_s']:.2f}",
+               "peak MB (first)": f"{r['peak_first_mb']:.0f}",
+               "peak MB (warm)": f"{r['peak_warm_mb']:.0f}",
+               "factorizations": r.get("factorizations", ""),
+               "symbolic": r.get("symbolic_analyses", ""),
+               "solve calls": r.get("solve_calls", "")}
+        ref = by.get((r["n"], refs.get(r["method"])))
+        if ref and "cpu_s" in ref:
+            row["cpu ratio"] = f"{r['cpu_s'] / max(ref['cpu_s'], 1e-9):.2f}x {ref['method']}"
+            if r["method"].startswith("heat ") and (r["n"], "heat scipy hand") in by:
+                hand = by[(r["n"], "heat scipy hand")]
+                if "cpu_s" in hand and r["method"] != "heat scipy hand":
+                    row["cpu ratio"] += (f", {r['cpu_s'] / max(hand['cpu_s'], 1e-9):.2f}x "
+                                         f"scipy hand")
+        rows.append(row)
+    cols = ["n", "method", "time s", "cpu s", "first call s", "peak MB (first)", "peak MB (warm)",
+            "factorizations", "symbolic", "solve calls", "cpu ratio"]
+    from .report import write_section
+
+    text = table(rows, cols)
+    print(text)
+    cmd = " ".join(["python -m linops bench jax", *(argv if argv is not None else sys.argv[3:])])
+    write_section(args.out, "jax-loops", text, results, cmd)
     return results
 
 
