@@ -79,7 +79,6 @@ Example (eager; ``adjoints.jax.solve`` and ``adjoints.jax.factorize`` are the pu
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import weakref
 from dataclasses import dataclass

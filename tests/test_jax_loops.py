@@ -10,7 +10,6 @@ gradient equals a hand-written adjoint (scipy, one splu) to 1e-12 relative, real
 from __future__ import annotations
 
 import gc
-import inspect
 
 import jax
 import jax.numpy as jnp
