@@ -6,7 +6,8 @@ a wrong adjoint is the most common bug in hand-written operators, and it silentl
 every adjoint solve and gradient built on it. ``check_against_dense`` then compares every
 query with the dense computation. The zoo gives one small instance of every operator kind, in
 any backend and dtype, for property tests; ``poisson_family`` a finite-element family with its
-load, for examples and benchmarks.
+load, for examples and benchmarks; ``check_family`` compares a family with an assembly of your
+own finite-element code (and tells you when the element blocks went in transposed).
 
 Examples
 --------
@@ -25,7 +26,7 @@ import numpy as np
 from ._backend import namespace, to_numpy
 
 __all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array",
-           "poisson_family", "grid_dofs", "q4_laplace_stiffness"]
+           "poisson_family", "grid_dofs", "q4_laplace_stiffness", "check_family"]
 
 
 def tolerance(dtype) -> float:
@@ -407,3 +408,90 @@ def poisson_family(nx: int, ny: int | None = None):
     fam = AffineSparse.from_elements(q4_laplace_stiffness(), grid_dofs(nx, ny),
                                      (nx + 1) * (ny + 1), fixed=ix[:, 0])
     return fam, np.full(fam.shape[0], 1.0 / (nx * ny))
+
+
+def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
+    """Check a family against a reference assembly of the same problem: ``fam(θ)`` equals K.
+
+    Use it once when gluing a finite-element code to :class:`AffineSparse`: a wrong dof map,
+    a missed element or a transposed element block (row = test function, column = trial
+    function; scikit-fem's ``COOData.tolocal()`` returns the transpose) all show here. For a
+    nonsymmetric form a transposed block gives Kᵀ, which solves without any error; this check
+    names that case. Cost O(nnz): nothing is densified.
+
+    Parameters
+    ----------
+    fam : AffineSparse
+    K : scipy sparse matrix, ``lo.Sparse`` or 2-D array
+        The reference matrix at ``theta``: on all n dofs (it is then restricted to
+        ``fam.free``) or on the free dofs.
+    theta : array of shape (fam.n_params,), optional
+        Default: all ones (the plain assembly).
+    rtol : float, default 1e-12
+        Relative to the largest entry of K.
+
+    Returns
+    -------
+    True
+
+    Raises
+    ------
+    AssertionError
+        Naming the largest deviation and where it is, and saying so when ``fam(θ)`` is the
+        transpose of K.
+    ShapeError
+        If K fits neither the family's nor the full shape.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo
+    >>> Ke = np.array([[1.0, -1.0], [0.0, 1.0]])                   # a nonsymmetric element
+    >>> dofs = np.array([[0, 1], [1, 2]])
+    >>> K = sp.csr_array(np.array([[1.0, -1, 0], [0, 2, -1], [0, 0, 1]]))
+    >>> check_family(lo.AffineSparse.from_elements(Ke, dofs, 3), K)
+    True
+    >>> check_family(lo.AffineSparse.from_elements(Ke.T, dofs, 3), K)
+    Traceback (most recent call last):
+    ...
+    AssertionError: fam(θ) is the TRANSPOSE of the reference ...
+    """
+    import scipy.sparse as sp
+
+    from ._errors import ShapeError
+
+    theta = np.ones(fam.n_params) if theta is None else np.asarray(theta)
+    R = K.to_scipy() if hasattr(K, "to_scipy") else K
+    R = sp.csr_array(R)
+    n = fam.shape[0]
+    if R.shape != fam.shape:
+        if fam.free is None or R.shape != (fam.n_full, fam.n_full):
+            raise ShapeError(f"check_family: K.shape={R.shape} but the family's shape="
+                             f"{fam.shape}" + (f" (or ({fam.n_full}, {fam.n_full}) on all dofs)"
+                                               if fam.n_full else ""))
+        R = R[fam.free][:, fam.free]
+    F = sp.csr_array(fam(theta).to_scipy())
+    scale = max(float(abs(R).max()) if R.nnz else 0.0, np.finfo(float).tiny)
+
+    def worst(D):
+        D = sp.coo_array(D)
+        if D.nnz == 0:
+            return 0.0, None
+        i = int(np.argmax(np.abs(D.data)))
+        return float(abs(D.data[i])), (int(D.row[i]), int(D.col[i]))
+
+    err, where = worst(F - R)
+    if err <= rtol * scale:
+        return True
+    errT, _ = worst(F - R.T)
+    if errT <= rtol * scale:
+        raise AssertionError(
+            f"fam(θ) is the TRANSPOSE of the reference (max deviation {err:.3g} from K, "
+            f"{errT:.3g} from Kᵀ, relative to max|K| = {scale:.3g}): the element blocks went in "
+            f"transposed. from_elements adds Ke[e][a, b] to K[dofs[e, a], dofs[e, b]]: row = "
+            f"test function, column = trial function; scikit-fem's COOData.tolocal() returns "
+            f"the transpose, so pass np.swapaxes(coo.tolocal(), 1, 2), or give the COOData to "
+            f"AffineSparse.from_coo directly")
+    i, j = where
+    raise AssertionError(f"fam(θ) differs from the reference: max deviation {err:.3g} "
+                         f"(relative {err / scale:.3g} > rtol={rtol:g}) at free dofs ({i}, {j}): "
+                         f"fam {F[i, j]:.6g}, reference {R[i, j]:.6g}; of {n} free dofs")
