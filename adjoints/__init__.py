@@ -12,7 +12,9 @@ Pullbacks (numpy, cupy and jax arrays)
 --------------------------------------
 solve_pullback(sol, ubar)        u = A⁻¹b: one adjoint solve, no factorization -> SolveCotangent
 SolveCotangent                   ``.A`` = −λuᴴ (RankOne/LowRank), ``.b`` = λ (alias ``.lam``)
-matmul_pullback(L, R, Ybar)      Y = A @ X or X @ A: (L̄, R̄), the operator's one lazy
+matmul_pullback(L, R, Ybar)      Y = A @ X or X @ A: (L̄, R̄), the operator's one lazy; Ȳ may be
+                                 an operator (Identity, Diagonal, Sparse, LowRank): both lazy
+trace_pullback(L, R)             f = Re tr(L R): (Rᴴ, Lᴴ) as lazy views, no m×m array
 inv_pullback(cache, Ybar)        Y = A⁻¹ used as an operator: Ā = −A⁻ᴴȲA⁻ᴴ, lazy
 
 From a lazy cotangent G to numbers (re-exported from linops)
@@ -56,10 +58,11 @@ from ._pullbacks import SolveCotangent as SolveCotangent
 from ._pullbacks import inv_pullback as inv_pullback
 from ._pullbacks import matmul_pullback as matmul_pullback
 from ._pullbacks import solve_pullback as solve_pullback
+from ._pullbacks import trace_pullback as trace_pullback
 
 __all__ = [
     # pullbacks
-    "solve_pullback", "SolveCotangent", "matmul_pullback", "inv_pullback",
+    "solve_pullback", "SolveCotangent", "matmul_pullback", "trace_pullback", "inv_pullback",
     # from a lazy cotangent to numbers
     "project", "AffineSparse",
 ]
