@@ -29,7 +29,7 @@ from ._queries import _operator, sample_pattern
 from ._sparse import Sparse
 
 #: samples per call of the slot search (bounds the temporaries of from_elements to a few MB)
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
 
 
 @dataclass(frozen=True, eq=False)
@@ -747,14 +747,20 @@ def _element_pattern(ds, nf: int) -> Pattern:
     Et = sp.csr_array((np.ones(int(indptr[-1]), dtype=bool), ds[live].astype(it, copy=False), indptr),
                       shape=(ne, nf))
     KP = Et.T.tocsr() @ Et
-    KP.sort_indices()
+    # E Eᵀ is symmetric: its transpose (a counting sort, cheaper than sorting every row) is
+    # itself with each row's columns in order
+    KP = KP.T.tocsr()
     return _adopt(KP.indptr, KP.indices, (nf, nf))
 
 
 def _element_map(Ke, order, ds, pattern: Pattern, n_params: int) -> Sparse:
     """Mᴴ (parameters × slots) in CSR: element e's live pairs, in sorted-dof order, are its
-    row; their slots ascend with (row, column), so the row is canonical as written."""
+    row; their slots ascend with (row, column), so the row is canonical as written.
+
+    Chunks of ``_CHUNK`` samples through buffers allocated once (a fresh large array per
+    chunk would pay its page faults every time); the outputs are written in place."""
     ne, k = ds.shape
+    kk = k * k
     live = ds >= 0
     nlive = live.sum(axis=1).astype(np.int64)
     N = int((nlive * nlive).sum())
@@ -762,46 +768,61 @@ def _element_map(Ke, order, ds, pattern: Pattern, n_params: int) -> Sparse:
     mh_indptr = np.full(n_params + 1, N, dtype=mit)
     mh_indptr[0] = 0
     np.cumsum(nlive * nlive, out=mh_indptr[1:ne + 1])
-    dtype = Ke.dtype
     slots = np.empty(N, dtype=mit)
-    coef = np.empty(N, dtype=dtype)
+    coef = np.empty(N, dtype=Ke.dtype)
     pit = pattern.indices.dtype
     search = _slot_search(pattern)
-    common = order.ndim == 1
-    if common and Ke.ndim == 2:
-        Kp = Ke[np.ix_(order, order)].reshape(-1)
-    step = max(1, _CHUNK // (k * k))
+    step = max(1, _CHUNK // kk)
+    nb = min(step, ne)
+    found = np.empty(nb * kk, dtype=pit)
+    mask = np.empty(nb * kk, dtype=bool)
+    kbuf = np.empty((nb, kk), dtype=Ke.dtype)
+    flat = (order[..., :, None] * k + order[..., None, :]).reshape(order.shape[:-1] + (kk,))
+    if order.ndim == 1 and Ke.ndim == 2:
+        kbuf[...] = Ke.reshape(-1)[flat]                # one element matrix, one dof order
+    part_none = np.zeros(0, dtype=np.int64)
     for e0 in range(0, ne, step):
         e1 = min(ne, e0 + step)
         nc = e1 - e0
         o0, o1 = int(mh_indptr[e0]), int(mh_indptr[e1])
         d = ds[e0:e1].astype(pit, copy=False)
-        rr, cc = np.repeat(d, k, axis=1).reshape(-1), np.tile(d, (1, k)).reshape(-1)
-        full = o1 - o0 == nc * k * k
-        out = slots[o0:o1] if full and mit == pit else np.empty(nc * k * k, dtype=pit)
-        search(rr, cc, out)        # fixed dofs (-1) look up some slot: masked out below
-        if common and Ke.ndim == 2:
-            kc = np.broadcast_to(Kp, (nc, k * k))
-        elif common:
-            kc = Ke[e0:e1][:, order[:, None], order[None, :]].reshape(nc, k * k)
-        elif Ke.ndim == 2:
-            oc = order[e0:e1]
-            kc = Ke[oc[:, :, None], oc[:, None, :]].reshape(nc, k * k)
-        else:
-            oc = order[e0:e1]
-            kc = Ke[np.arange(e0, e1)[:, None, None], oc[:, :, None],
-                    oc[:, None, :]].reshape(nc, k * k)
-        if full:
-            if out.base is not slots:
-                slots[o0:o1] = out
-            coef[o0:o1].reshape(nc, k * k)[...] = kc
-        else:
-            m = np.minimum(rr, cc) >= 0
-            slots[o0:o1] = out[m]
-            coef[o0:o1] = kc[m.reshape(nc, k * k)]
-        if o1 > o0 and int(slots[o0:o1].min()) < 0:  # pragma: no cover - an internal invariant
-            raise RuntimeError("from_elements: an element entry has no slot in the pattern")
-    if dtype.kind == "c":
+        r, c, f = np.repeat(d, k, axis=1).reshape(-1), np.tile(d, (1, k)).reshape(-1), found[:nc * kk]
+        search(r, c, f)                                 # a fixed dof (-1) finds some slot: masked
+        kc = kbuf[:nc]
+        if order.ndim == 2 and Ke.ndim == 2:
+            np.take(Ke.reshape(-1), flat[e0:e1], out=kc)
+        elif order.ndim == 1 and Ke.ndim == 3:
+            np.take(Ke[e0:e1].reshape(nc, kk), flat, axis=1, out=kc)
+        elif Ke.ndim == 3:
+            kc[...] = np.take_along_axis(Ke[e0:e1].reshape(nc, kk), flat[e0:e1], axis=1)
+        kf = kc.reshape(-1)
+        part = np.flatnonzero(nlive[e0:e1] < k) if o1 - o0 < nc * kk else part_none
+        if part.size * 8 > nc:                          # many elements touch fixed dofs
+            m = mask[:nc * kk]
+            np.minimum(r, c, out=r)                     # r is spent
+            np.greater_equal(r, 0, out=m)
+            np.compress(m, f, out=slots[o0:o1])
+            np.compress(m, kf, out=coef[o0:o1])
+            continue
+        # runs of full elements are copied whole; the few partial ones keep their live pairs
+        lo_ = 0
+        for hi in (*part.tolist(), nc):
+            if hi > lo_:
+                a, b = int(mh_indptr[e0 + lo_]), int(mh_indptr[e0 + hi])
+                slots[a:b] = f[lo_ * kk:hi * kk]
+                coef[a:b] = kf[lo_ * kk:hi * kk]
+            lo_ = hi + 1
+        if part.size:
+            ix = (part[:, None] * kk + np.arange(kk)).reshape(-1)
+            lm = np.minimum(r[ix], c[ix]) >= 0
+            counts = (nlive[e0 + part] ** 2).astype(np.int64)
+            start = mh_indptr[e0 + part].astype(np.int64) - (np.cumsum(counts) - counts)
+            dest = np.arange(int(counts.sum())) + np.repeat(start, counts)
+            slots[dest] = f[ix][lm]
+            coef[dest] = kf[ix][lm]
+    if N and int(slots.min()) < 0:  # pragma: no cover - an internal invariant
+        raise RuntimeError("from_elements: an element entry has no slot in the pattern")
+    if Ke.dtype.kind == "c":
         np.conjugate(coef, out=coef)
     return Sparse(seal(coef), _adopt(mh_indptr, slots, (n_params, pattern.nnz)))
 
@@ -978,52 +999,47 @@ def _coo_maps(rows, cols, values, param, bc: _Dirichlet, P: int):
             B = sp.csr_array((values[s] * bc.g[cols[s]], (bc.newidx[rows[s]], param[s])),
                              shape=(bc.nf, P))
             lift = _adjoint_of_scipy(B)
-        keep = np.flatnonzero(fr & fc)
+        keep = fr & fc
         del fr, fc
-        rows, cols, values, param = (bc.newidx[rows[keep]], bc.newidx[cols[keep]],
-                                     values[keep], param[keep])
+        rows, cols = bc.newidx[rows[keep]], bc.newidx[cols[keep]]
+        values, param = values[keep], param[keep]
     pattern, MH = _coo_core(rows, cols, values, param, bc.nf, P)
     return pattern, MH, lift
 
 
 def _coo_core(rows, cols, values, param, n: int, P: int):
-    """(pattern, Mᴴ) of the triplets (rows, cols, values, param) on an n×n pattern: scipy's
-    compiled COO → CSR buckets rows, each row is sorted by column·P + parameter (keys that
-    order slots and, within a slot, parameters), and equal keys are summed."""
+    """(pattern, Mᴴ) of the triplets (rows, cols, values, param) on an n×n pattern.
+
+    scipy's compiled COO → CSR buckets the triplets by row, carrying their positions; a
+    per-row sort orders the columns; equal neighbours share a slot (the pattern). Mᴴ is then
+    one more COO → CSR, by parameter: the triplets arrive in slot order, so each parameter's
+    row is already sorted and repeated (parameter, slot) pairs are summed by scipy."""
     import scipy.sparse as sp
     from scipy.sparse import _sparsetools as st
 
     N = rows.size
-    it = np.int64
-    P1 = max(P, 1)
-    key = cols.astype(it) * P1 + param
+    it = index_dtype(max(N, n), (n, n))
     indptr = np.empty(n + 1, dtype=it)
-    skey = np.empty(N, dtype=it)
-    svals = np.empty(N, dtype=values.dtype)
-    values = np.ascontiguousarray(values)
-    st.coo_tocsr(n, n * P1 if n else 1, N, rows.astype(it), key, values, indptr, skey, svals)
-    del key
-    st.csr_sort_indices(n, indptr, skey, svals)
-    scol = skey // P1
-    spar = skey - scol * P1
-    del skey
-    first = np.ones(N, dtype=bool)               # first entry of a slot (row, col)
+    scol = np.empty(N, dtype=it)
+    sid = np.empty(N, dtype=it)
+    st.coo_tocsr(n, n, N, rows.astype(it, copy=False), cols.astype(it, copy=False),
+                 np.arange(N, dtype=it), indptr, scol, sid)
+    st.csr_sort_indices(n, indptr, scol, sid)
+    first = np.ones(N, dtype=bool)               # first triplet of a slot (row, col)
     if N:
         np.not_equal(scol[1:], scol[:-1], out=first[1:])
-        starts = indptr[:-1][indptr[:-1] < N]
-        first[starts] = True
-    cs = np.concatenate(([0], np.cumsum(first)))
-    nnz = int(cs[-1])
-    pattern = _adopt(cs[indptr], scol[first], (n, n))
-    newm = first.copy()                          # first entry of a (slot, parameter) pair
-    if N:
-        newm[1:] |= spar[1:] != spar[:-1]
-    mstart = np.flatnonzero(newm)
-    mdata = np.add.reduceat(svals, mstart) if N else svals
-    cm = np.concatenate(([0], np.cumsum(newm)))
-    m_indptr = cm[np.concatenate((np.flatnonzero(first), [N]))] if N else np.zeros(1, it)
-    M = sp.csr_array((mdata, spar[mstart], m_indptr), shape=(nnz, P))
-    return pattern, _adjoint_of_scipy(M)
+        first[indptr[:-1][indptr[:-1] < N]] = True
+    slot = np.cumsum(first, dtype=np.int64)
+    nnz = int(slot[-1]) if N else 0
+    pattern = _adopt(np.concatenate(([0], slot))[indptr], scol[first], (n, n))
+    del scol, first
+    slot -= 1
+    v = values[sid]
+    if v.dtype.kind == "c":
+        np.conjugate(v, out=v)
+    MH = sp.csr_array((v, (param[sid], slot)), shape=(P, nnz))
+    MH.sum_duplicates()
+    return pattern, Sparse(seal(MH.data), _adopt(MH.indptr, MH.indices, (P, nnz)))
 
 
 # ----- small helpers ----------------------------------------------------------------------------

@@ -370,13 +370,13 @@ def grid_dofs(nx: int, ny: int) -> np.ndarray:
                      ix[1:, :-1].ravel()], axis=1)
 
 
-def poisson_family(nx: int, ny: int | None = None):
+def poisson_family(nx: int, ny: int | None = None, *, fixed: str = "left"):
     """2-D heat-conduction family K(θ) = Σₑ θₑ Kₑ on an nx×ny grid of Q4 cells (one θ per cell),
-    temperature fixed on the left edge. Returns (fam, b) with b a uniform heat load on the free
-    dofs. n = nx·(ny+1) unknowns, about 9n stored entries.
+    temperature fixed on the left edge (or on the whole boundary). Returns (fam, b) with b a
+    uniform heat load on the free dofs. About 9 stored entries per unknown.
 
-    K(θ) is symmetric positive definite for θ > 0 (the fixed edge removes the constants), so
-    it suits Cholesky, CG and AMG. The load is 1/(nx·ny) per free node, a total of 1 + 1/ny.
+    K(θ) is symmetric positive definite for θ > 0 (the fixed nodes remove the constants), so
+    it suits Cholesky, CG and AMG. The load is 1/(nx·ny) per free node.
 
     Parameters
     ----------
@@ -384,13 +384,21 @@ def poisson_family(nx: int, ny: int | None = None):
         Cells along x.
     ny : int, optional
         Cells along y (default nx).
+    fixed : {"left", "boundary"}, default "left"
+        Which nodes are held at zero: the left edge (n = nx·(ny + 1) unknowns), or every
+        boundary node (n = (nx − 1)·(ny − 1), the problem of ``python -m linops bench scale``).
 
     Returns
     -------
     fam : AffineSparse
-        Of shape (n, n) with n = nx·(ny + 1) and ``n_params == nx·ny``; built by
-        ``AffineSparse.from_elements``, so ``fam.expand`` gives the full grid.
+        Of shape (n, n) and ``n_params == nx·ny``; built by ``AffineSparse.from_elements``,
+        so ``fam.expand`` gives the full grid.
     b : ndarray of shape (n,)
+
+    Raises
+    ------
+    ValueError
+        If ``fixed`` is neither "left" nor "boundary".
 
     Examples
     --------
@@ -400,13 +408,21 @@ def poisson_family(nx: int, ny: int | None = None):
     >>> K = fam(np.ones(fam.n_params))
     >>> bool(np.all(np.linalg.eigvalsh(K.to_scipy().toarray()) > 0))
     True
+    >>> poisson_family(4, fixed="boundary")[0].shape
+    (9, 9)
     """
     from ._affine import AffineSparse
 
     ny = nx if ny is None else ny
     ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
+    if fixed == "left":
+        nodes = ix[:, 0]
+    elif fixed == "boundary":
+        nodes = np.concatenate([ix[0], ix[-1], ix[1:-1, 0], ix[1:-1, -1]])
+    else:
+        raise ValueError(f"poisson_family: fixed={fixed!r}; use 'left' or 'boundary'")
     fam = AffineSparse.from_elements(q4_laplace_stiffness(), grid_dofs(nx, ny),
-                                     (nx + 1) * (ny + 1), fixed=ix[:, 0])
+                                     (nx + 1) * (ny + 1), fixed=nodes)
     return fam, np.full(fam.shape[0], 1.0 / (nx * ny))
 
 

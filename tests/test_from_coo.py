@@ -227,3 +227,25 @@ def test_a_256_sector_disc_centre():
     for e in range(m):
         full[np.ix_(tri[e], tri[e])] += theta[e] * Ke
     np.testing.assert_allclose(lo.to_dense(fam(theta)), full[np.ix_(fam.free, fam.free)], atol=1e-12)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one Ke", "Ke per element"])
+def test_element_route_on_a_larger_mesh_equals_the_sort(shared):
+    """48 × 40 cells with the left edge and scattered interior dofs fixed: chunks mix runs of
+    whole elements with a few partial ones (the copy-by-runs path) — against the general sort."""
+    nx, ny = 48, 40
+    dofs = lo.testing.grid_dofs(nx, ny)
+    n = (nx + 1) * (ny + 1)
+    fixed = np.concatenate([np.arange(0, n, nx + 1), rng.choice(n, 7, replace=False)])
+    base = lo.testing.q4_laplace_stiffness() + 0.1j * np.arange(16).reshape(4, 4)
+    Ke = base if shared else base * (1 + rng.random(dofs.shape[0]))[:, None, None]
+    fam = lo.AffineSparse.from_elements(Ke, dofs, n, fixed=fixed)
+    ne, k = dofs.shape
+    r = np.broadcast_to(dofs[:, :, None], (ne, k, k)).ravel()
+    c = np.broadcast_to(dofs[:, None, :], (ne, k, k)).ravel()
+    v = np.broadcast_to(Ke, (ne, k, k)).ravel()
+    perm = rng.permutation(r.size)
+    ref = lo.AffineSparse.from_coo(r[perm], c[perm], v[perm], np.repeat(np.arange(ne), k * k)[perm],
+                                   shape=n, fixed=fixed)
+    assert fam.pattern == ref.pattern and fam.MH.pattern == ref.MH.pattern
+    np.testing.assert_allclose(fam.MH.values, ref.MH.values, rtol=1e-15)
