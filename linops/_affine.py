@@ -877,6 +877,12 @@ def _element_triplets(Ke, dofs):
 # ----- COO triplets -----------------------------------------------------------------------------
 def _check_coo(rows, cols, values, param, shape, n_params):
     """Validated flat (rows, cols, values, param), n and p; a COOData is unpacked here."""
+    import scipy.sparse as sp
+
+    if sp.issparse(rows) or isinstance(rows, Sparse):
+        raise TypeError(f"from_coo takes triplets (rows, cols, values, param) or a scikit-fem "
+                        f"COOData, got a sparse matrix ({type(rows).__name__}): for a family of "
+                        f"whole matrices use AffineSparse.from_terms([K1, K2, ...])")
     if hasattr(rows, "indices") and hasattr(rows, "data") and not isinstance(rows, np.ndarray):
         coo = rows
         if cols is not None or values is not None:
