@@ -109,6 +109,7 @@ from ._errors import DensificationError as DensificationError
 from ._errors import PatternError as PatternError
 from ._errors import ShapeError as ShapeError
 from ._errors import UnsupportedOperandError as UnsupportedOperandError
+from ._generics import payload_nbytes as payload_nbytes
 from ._lowrank import LowRank as LowRank
 from ._lowrank import RankOne as RankOne
 from ._masked import MaskedOuter as MaskedOuter
@@ -116,7 +117,6 @@ from ._matrixfree import MatrixFree as MatrixFree
 from ._pattern import Pattern as Pattern
 from ._queries import diagonal as diagonal
 from ._queries import inner as inner
-from ._queries import payload_nbytes as payload_nbytes
 from ._queries import project as project
 from ._queries import sample as sample
 from ._queries import to_dense as to_dense
@@ -126,7 +126,7 @@ from ._sparse import Sparse as Sparse
 
 from . import testing as testing  # noqa: E402  (imports the operators above)
 
-from ._base import install_jax_hook as _install_jax_hook  # noqa: E402
+from ._pytree import install_jax_hook as _install_jax_hook  # noqa: E402
 
 _install_jax_hook()  # operators are jax pytrees whichever of linops and jax is imported first
 

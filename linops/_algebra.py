@@ -10,20 +10,63 @@ Why at construction: a gradient accumulated over many steps (``G = G + RankOne(.
 LowRank instead of a deep tree of sums, and ``project``/``inner`` of it stay one SDDMM. The
 rules are exact (no recompression, no dropping of small terms), and each costs at most one
 product with an operand (``compose`` with a low-rank factor) or one addition of value arrays.
+
+The operands of these rules, and the arguments of the queries, come in through ``aslinop``:
+:func:`as_operand` for ``A + x`` and ``A @ x``, :func:`as_operator` for ``lo.inner(G, x)`` and
+the other public queries.
 """
 
 from __future__ import annotations
 
-from ._backend import namespace
-from ._base import LinearOperator, seal
+import numpy as np
+
+from ._backend import is_array, namespace, seal
+from ._base import LinearOperator
 from ._composite import Product, Scaled, Sum
+from ._convert import aslinop
 from ._diagonal import Identity, Zero
-from ._errors import ShapeError
+from ._errors import ShapeError, UnsupportedOperandError
 from ._lowrank import LOW_RANK, LowRank, RankOne
 from ._lowrank import sealed_low_rank as low_rank
 from ._sparse import Sparse
 
 
+# ----- operands ----------------------------------------------------------------------------------
+def as_operand(other, A: LinearOperator | None = None, op: str = "@"):
+    """``other`` as an operator for ``A op other``, or None (NotImplemented) when it is not one.
+
+    Anything ``aslinop`` wraps takes part (scipy sparse matrices and LinearOperators, duck-typed
+    operators), so ``A @ scipy_matrix`` composes lazily. An array that is not 2-D cannot be
+    added to an operator: ShapeError naming both shapes.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo
+    >>> as_operand(sp.eye(2)), as_operand("a string") is None
+    (Sparse(shape=(2, 2), dtype=float64), True)
+    """
+    if isinstance(other, LinearOperator):
+        return other
+    if is_array(other):
+        if other.ndim != 2 and A is not None:
+            raise ShapeError(f"A {op} B with A.shape={A.shape} but B.shape={tuple(other.shape)} "
+                             f"(an operator combines with 2-D arrays only)")
+    try:
+        return aslinop(other)
+    except UnsupportedOperandError:
+        return None
+
+
+def as_operator(A, what: str) -> LinearOperator:
+    """``aslinop(A)`` for the argument of a query; an input it cannot wrap raises
+    UnsupportedOperandError whose message starts with ``what`` (the query's name)."""
+    try:
+        return aslinop(A)
+    except UnsupportedOperandError as e:
+        raise UnsupportedOperandError(f"{what}: {e}") from None
+
+
+# ----- simplification ----------------------------------------------------------------------------
 def _is_python_scalar(c, value) -> bool:
     return isinstance(c, (int, float, complex)) and c == value
 
@@ -143,8 +186,6 @@ def compose(A: LinearOperator, B: LinearOperator) -> LinearOperator:
     if isinstance(B, Identity):
         return A
     if isinstance(A, Zero) or isinstance(B, Zero):
-        import numpy as np
-
         return Zero((A.shape[0], B.shape[1]), np.result_type(A.dtype, B.dtype))
     if isinstance(A, Scaled):
         return scale(A.c, compose(A.A, B))

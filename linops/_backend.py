@@ -1,9 +1,12 @@
-"""The backend table: one entry per array library — numpy + scipy, cupy + cupyx, jax.
+"""The backend table: one entry per array library — numpy + scipy, cupy + cupyx, jax; and the
+array helpers that carry the mutation rule into the operators.
 
 Every backend-specific call in linops, solvers and adjoints goes through the entry that owns the
 arrays at hand: host/device transfer, snapshots (the mutation rule), sparse products, the dense
-and sparse linear-algebra modules, the Krylov module, and what each backend supports
-(``capability`` and ``dtypes``). Modules ask the table; they do not branch on the backend. The
+and sparse linear-algebra modules, and what each backend supports
+(``capability`` and ``dtypes``). The table holds kernels and facts only: the Krylov DRIVER
+lives in ``solvers._krylov`` (one runner per backend, looked up by ``name``). Modules ask the
+table; they do not branch on the backend. The
 backend is read from the arrays (:func:`backend_of`), never from global state or the environment.
 
 Mutation rule (one rule for every input type): operators **snapshot** the arrays they are given.
@@ -11,7 +14,9 @@ A numpy array is copied into a private read-only array unless it is already read
 way down (then it cannot change and is kept as is); a cupy array is copied on its device; jax
 arrays are immutable and kept. Editing the array you passed in therefore never changes an
 operator, a factorization or a solution made from it. Cost: one copy per construction, O(bytes),
-and nothing per solve.
+and nothing per solve. The helpers at the end apply the rule to any array: :func:`snapshot`
+copies a user's array once, at construction; :func:`seal` marks an array that linops has just
+computed as immutable, so an operator can keep it without that copy.
 
 >>> import numpy as np
 >>> be = backend_of(np.ones(3))
@@ -22,7 +27,7 @@ and nothing per solve.
 from __future__ import annotations
 
 import sys
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import array_api_compat as aac
@@ -31,7 +36,7 @@ import numpy as np
 from ._errors import BackendNotSupported
 
 __all__ = ["Backend", "backend_of", "backend_named", "BACKEND_NAMES", "namespace", "to_numpy",
-           "is_jax", "is_cupy", "DTYPES", "CAPABILITIES"]
+           "is_jax", "is_cupy", "is_array", "snapshot", "seal", "conj", "DTYPES", "CAPABILITIES"]
 
 DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 CAPABILITIES = ("dense_lu", "dense_cholesky", "sparse_lu", "sparse_cholesky", "cg", "minres",
@@ -187,69 +192,28 @@ class Backend:
 
         return spl
 
-    _rtol_keyword = "rtol"
+    krylov_rtol_keyword = "rtol"  # the relative-tolerance keyword of its Krylov module
+    sparse_lu_name = "SuperLU"
+    sparse_lu_keeps_order = True  # splu exposes perm_c, so a numeric refactorization reuses it
 
-    def run_krylov(self, method: str, op, b, *, x0, rtol: float, atol: float, maxiter: int,
-                   M=None, restart: int | None = None, history: list | None = None):
-        """One run of this backend's Krylov ``method`` ('cg', 'gmres', 'bicgstab', 'minres').
+    def to_factor(self, x):
+        """An array as this backend's sparse factorizations take it (the host for numpy/jax:
+        SuperLU, CHOLMOD and spilu run there; the device for cupy's cupyx splu)."""
+        return self.to_host(x)
 
-        ``op`` and ``M`` (preconditioner, or None) are linops operators; ``maxiter`` counts
-        iterations (for GMRES: whole cycles of ``restart`` iterations, then one shorter cycle
-        for the remainder, so that exactly ``maxiter`` products are allowed). Returns (x, info,
-        iterations) with scipy's ``info`` (0 converged, > 0 not converged, < 0 breakdown), or
-        None where the module reports no flag. GMRES appends its preconditioned residual norms
-        to ``history``.
-        """
-        if method == "gmres" and maxiter > restart and maxiter % restart:
-            kw = dict(rtol=rtol, atol=atol, M=M, history=history)
-            x, info, its = self.run_krylov(method, op, b, x0=x0, restart=restart,
-                                           maxiter=maxiter - maxiter % restart, **kw)
-            if info == 0:
-                return x, info, its
-            x, info, more = self.run_krylov(method, op, b, x0=x, restart=maxiter % restart,
-                                            maxiter=maxiter % restart, **kw)
-            return x, info, its + more
-        self.require(method, method.upper())
-        fn = getattr(self._krylov_module, method)
-        count = [0]
+    def from_factor(self, x):
+        """A factorization's result back in this backend's arrays."""
+        return self.from_host(x)
 
-        def tick(*_):
-            count[0] += 1
+    def factor_layout(self, x):
+        """The memory layout the backend's SuperLU solves want (Fortran order on the host)."""
+        return np.asfortranarray(x)
 
-        kw = dict(x0=x0, maxiter=maxiter if method != "gmres" else maxiter // restart,
-                  callback=tick, M=self._krylov_operator(M) if M is not None else None)
-        if method == "gmres":
-            def pr_norm(res):
-                if history is not None:
-                    history.append(float(res))
-                count[0] += 1
-
-            kw.update(restart=restart, callback=pr_norm, callback_type="pr_norm")
-        if method != "minres":
-            kw["atol"] = atol
-        kw[self._rtol_keyword] = rtol
-        x, info = fn(self._krylov_operator(op), b, **kw)
-        return x, int(info), count[0]
-
-    def _krylov_operator(self, op):
-        """op as the Krylov module takes it: native CSR for Sparse, else a LinearOperator whose
-        results are fresh arrays of this backend (scipy updates them in place)."""
-        from ._sparse import Sparse
-
-        if isinstance(op, Sparse):
-            return self.csr(op.values, op.pattern)
-        return self.sparse_linalg.LinearOperator(op.shape, dtype=op.dtype,
-                                                 matvec=lambda v: self._fresh(op @ v, v))
-
-    def _fresh(self, y, x):
+    def fresh(self, y, x):
+        """``y`` as a new array of this backend that does not alias ``x`` (scipy's Krylov
+        methods update the vectors they are given in place)."""
         y = self.xp.asarray(y)
         return self.xp.array(y, copy=True) if y is x else y
-
-    @property
-    def _krylov_module(self):
-        import scipy.sparse.linalg as spl
-
-        return spl
 
 
 _COMPLEX_MINRES = ("scipy's minres takes real square roots of complex inner products and fails "
@@ -289,7 +253,7 @@ class _Numpy(Backend):
     def spmm(self, values, pattern, X):
         return np.asarray(self.csr(values, pattern) @ X)
 
-    def _fresh(self, y, x):
+    def fresh(self, y, x):
         y = self.to_host(y)
         if not y.flags.writeable or np.may_share_memory(y, x):
             y = np.array(y)
@@ -362,11 +326,18 @@ class _Cupy(Backend):
 
         return cspl
 
-    _rtol_keyword = "tol"  # cupyx keeps scipy's older keyword
+    krylov_rtol_keyword = "tol"  # cupyx keeps scipy's older keyword
+    sparse_lu_name = "cupyx SuperLU (host factorization, GPU solves)"
+    sparse_lu_keeps_order = False
 
-    @property
-    def _krylov_module(self):
-        return self.sparse_linalg
+    def to_factor(self, x):
+        return x  # cupyx splu solves on the device
+
+    def from_factor(self, x):
+        return x
+
+    def factor_layout(self, x):
+        return x
 
 
 class _Jax(Backend):
@@ -443,50 +414,6 @@ class _Jax(Backend):
 
         return la
 
-    def run_krylov(self, method: str, op, b, *, x0, rtol: float, atol: float, maxiter: int,
-                   M=None, restart: int | None = None, history: list | None = None):
-        """Concrete arrays on the CPU: scipy's method on host views (no compilation; jax-valued
-        operators are applied as they are, sparse ones through a host CSR). Arrays on an
-        accelerator: jax.scipy.sparse.linalg, compiled once per operator structure (operators
-        are pytrees), which reports no convergence flag (info None) nor iteration count."""
-        self.require(method, method.upper())
-        if method == "gmres" and maxiter > restart and maxiter % restart:
-            return Backend.run_krylov(self, method, op, b, x0=x0, rtol=rtol, atol=atol,
-                                      maxiter=maxiter, M=M, restart=restart, history=history)
-        if _on_cpu(b):
-            x, info, its = _TABLE["numpy"].run_krylov(
-                method, op, self.to_host(b), x0=None if x0 is None else self.to_host(x0),
-                rtol=rtol, atol=atol, maxiter=maxiter, M=M, restart=restart, history=history)
-            return self.from_host(x), info, its
-        x = _jax_krylov()(op, M, b, x0, rtol, atol, method=method,
-                          maxiter=int(maxiter // restart if method == "gmres" else maxiter),
-                          restart=int(restart))
-        return x, None, 0
-
-
-def _on_cpu(x) -> bool:
-    try:
-        return all(d.platform == "cpu" for d in x.devices())
-    except Exception:  # a tracer has no devices
-        return False
-
-
-def _jax_krylov_core(op, M, b, x0, rtol, atol, *, method, maxiter, restart):
-    import jax.scipy.sparse.linalg as jspl
-
-    kw = dict(x0=x0, tol=rtol, atol=atol, maxiter=maxiter,
-              M=(lambda v: M @ v) if M is not None else None)
-    if method == "gmres":
-        kw["restart"] = restart
-    return getattr(jspl, method)(lambda v: op @ v, b, **kw)[0]
-
-
-@lru_cache(maxsize=1)
-def _jax_krylov():
-    import jax
-
-    return jax.jit(_jax_krylov_core, static_argnames=("method", "maxiter", "restart"))
-
 
 _TABLE: dict[str, Backend] = {"numpy": _Numpy(), "cupy": _Cupy(), "jax": _Jax()}
 
@@ -522,3 +449,53 @@ def namespace(*arrays: Any):
 def to_numpy(x: Any) -> np.ndarray:
     """Host copy (a documented device->host transfer for cupy; jax arrays must be concrete)."""
     return backend_of(x).to_host(x)
+
+
+# ----- the mutation rule, for any array ----------------------------------------------------------
+def is_array(x: Any) -> bool:
+    """An array of a backend in the table (numpy, cupy, jax, also tracers) or any array-API
+    array. Objects that merely have ``shape`` and ``dtype`` (operators, of linops or of other
+    libraries) are not arrays: they have no ``__array_namespace__``."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return True
+    return is_jax(x) or is_cupy(x) or (hasattr(x, "__array_namespace__") and hasattr(x, "shape"))
+
+
+def snapshot(x):
+    """The mutation rule: a private, unchangeable version of a user array.
+
+    A numpy array is copied once (O(bytes)) into a read-only array, unless it is read-only all
+    the way down (itself and every array it views): then nobody can change it and it is kept.
+    jax arrays are kept; cupy arrays are copied on their device. ``np.matrix`` becomes an
+    ndarray (its ``*`` and 2-D slicing rules would break the operators). Non-arrays (python
+    scalars, operators) pass through unchanged.
+
+    >>> a = np.ones(2)
+    >>> s = snapshot(a)
+    >>> a[0] = 5.0
+    >>> s, s.flags.writeable, snapshot(s) is s
+    (array([1., 1.]), False, True)
+    """
+    if not is_array(x):
+        return x
+    if isinstance(x, np.matrix):
+        x = np.asarray(x)
+    return backend_of(x).snapshot(x)
+
+
+def conj(x):
+    """conj(x), without a copy for real arrays; the result is sealed."""
+    if np.dtype(x.dtype).kind != "c":
+        return x
+    be = backend_of(x)
+    return be.seal(be.xp.conj(x))
+
+
+def seal(x):
+    """Mark an array linops just created as immutable, so operators keep it without a copy.
+
+    Only for arrays nobody else holds: sealing a user's array would make it read-only under
+    their feet. A numpy view is left writeable (its base could still change), and the operator
+    that receives it then copies it.
+    """
+    return backend_of(x).seal(x) if is_array(x) else x

@@ -13,10 +13,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import namespace
-from ._base import LinearOperator, _set, operator, snapshot
+from ._backend import namespace, snapshot
+from ._base import LinearOperator
 from ._errors import ShapeError
-from ._queries import _inner, _sample, _to_dense, conjugate
+from ._generics import _inner, _inner_split_k, _sample, _to_dense, conjugate
+from ._pytree import _set, operator
 
 
 def conj_scalar(c):
@@ -257,3 +258,18 @@ def _(G: Sum, K: LinearOperator):
 def _(G: Scaled, K: LinearOperator):
     # ⟨c G, K⟩ = conj(c) ⟨G, K⟩: the inner product is conjugate-linear in its first argument
     return conj_scalar(G.c) * _inner(G.A, K)
+
+
+# a Sum or Scaled second operand is split before G's rules run (see _generics._inner_split_k)
+@_inner_split_k.register
+def _(K: Sum, G: LinearOperator):
+    out = _inner_split_k(K.terms[0], G)
+    for t in K.terms[1:]:
+        out = out + _inner_split_k(t, G)
+    return out
+
+
+@_inner_split_k.register
+def _(K: Scaled, G: LinearOperator):
+    # ⟨G, c K⟩ = c ⟨G, K⟩: linear in the second argument
+    return K.c * _inner_split_k(K.A, G)

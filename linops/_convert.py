@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import is_cupy, is_jax, to_numpy
-from ._base import LinearOperator, is_array
+from ._backend import is_array, is_cupy, is_jax, to_numpy
+from ._base import LinearOperator
 from ._dense import Dense
 from ._errors import BackendNotSupported, UnsupportedOperandError
 from ._matrixfree import MatrixFree
 from ._pattern import Pattern
+from ._petsc import aslinop_petsc
 from ._sparse import Sparse
 
 ACCEPTED = ("a linops operator, a 2-D numpy/cupy/jax array (or nested list), any scipy.sparse "
@@ -87,8 +88,6 @@ def aslinop(x: Any) -> LinearOperator:
         return Sparse.from_scipy(x)
     mod = type(x).__module__
     if mod.startswith("petsc4py"):
-        from ._petsc import aslinop_petsc
-
         return aslinop_petsc(x)
     if mod.startswith("cupyx.scipy.sparse"):
         return _from_cupyx(x)

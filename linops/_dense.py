@@ -10,9 +10,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import LinearOperator, _set, conj, operator, snapshot
+from ._backend import conj, snapshot
+from ._base import LinearOperator
 from ._errors import ShapeError
-from ._queries import _sample, _to_dense, conjugate
+from ._generics import _sample, _to_dense, conjugate
+from ._pytree import _set, operator
 
 
 @operator

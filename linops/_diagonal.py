@@ -11,10 +11,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_of
-from ._base import LinearOperator, _set, check_shape, conj, operator, snapshot
+from ._backend import backend_of, conj, snapshot
+from ._base import LinearOperator, check_shape
 from ._errors import ShapeError
-from ._queries import _sample, _to_dense, conjugate
+from ._generics import _sample, _to_dense, conjugate
+from ._pytree import _set, operator
 
 
 @operator

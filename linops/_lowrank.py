@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import namespace
-from ._base import LinearOperator, _set, conj, operator, seal, snapshot
+from ._backend import conj, namespace, seal, snapshot
+from ._base import LinearOperator
 from ._errors import ShapeError
-from ._queries import _inner, _sample, _to_dense, conjugate
+from ._generics import _inner, _inner_by_k, _sample, _to_dense, conjugate, sample_pattern
+from ._pytree import _set, backend_of_operator, operator
 from ._sddmm import sddmm
 
 
@@ -239,3 +240,19 @@ def _(G, K):
     KV = K.matmat(V)
     xp = namespace(U, KV)
     return xp.sum(xp.conj(U) * KV)
+
+
+@_inner_by_k.register(RankOne)
+@_inner_by_k.register(LowRank)
+def _(K, G):
+    # ⟨G, K⟩ = conj(⟨K, G⟩) for a G without a rule: the low-rank rule above does the work
+    v = _inner(K, G)
+    return namespace(v).conj(v)
+
+
+@sample_pattern.register(RankOne)
+@sample_pattern.register(LowRank)
+def _(G, pattern):
+    # the pattern's index arrays on the factors' device, so a GPU SDDMM needs no transfer
+    be = backend_of_operator(G)
+    return _sample(G, pattern.on(be, "rows"), pattern.on(be, "indices"))

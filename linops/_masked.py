@@ -12,12 +12,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_of, to_numpy
-from ._base import LinearOperator, _set, conj, is_array, operator, seal, snapshot
+from ._backend import backend_of, conj, is_array, seal, snapshot, to_numpy
+from ._base import LinearOperator
 from ._errors import ShapeError
 from ._pattern import Pattern
-from ._queries import _inner, _sample, _to_dense, conjugate
+from ._generics import _inner, _sample, _to_dense, conjugate
+from ._pytree import _set, operator
 from ._sddmm import sddmm
+from ._sparse import Sparse
 
 
 @operator
@@ -96,8 +98,6 @@ class MaskedOuter(LinearOperator):
         >>> M.to_sparse()
         Sparse(shape=(2, 2), dtype=float64)
         """
-        from ._sparse import Sparse
-
         p = self.pattern
         be = backend_of(self.U, self.V)
         return Sparse(seal(sddmm(self.U, self.V, p.on(be, "rows"), p.on(be, "indices"))), p)

@@ -12,7 +12,9 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from ._backend import namespace
-from ._base import LinearOperator, _set, check_shape, operator
+from ._base import LinearOperator, check_shape
+from ._generics import conjugate
+from ._pytree import _set, operator
 
 
 @operator
@@ -180,10 +182,12 @@ def _columnwise(f, X):
     return xp.stack([xp.asarray(f(X[:, j])) for j in range(X.shape[1])], axis=1)
 
 
-def _conj_mf(A: MatrixFree) -> MatrixFree:
+@conjugate.register
+def _(A: MatrixFree) -> MatrixFree:
     return MatrixFree(A.shape, A.dtype, A.fmatmat, A.frmatmat, not A.conjugated)
 
 
-from ._queries import conjugate  # noqa: E402
-
-conjugate.register(MatrixFree, _conj_mf)
+@conjugate.register
+def _(A: LinearOperator) -> MatrixFree:
+    # the rule for every operator without its own (subclasses written outside linops)
+    return MatrixFree.conjugate_of(A)

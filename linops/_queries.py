@@ -1,52 +1,31 @@
-"""Open-ended queries as ``functools.singledispatch`` functions.
+"""The public queries: ``to_dense``, ``sample``, ``diagonal``, ``trace``, ``project``, ``inner``.
 
-Generic defaults live here; each operator module registers its own faster rules beside the
-operator. The core query is :func:`sample` (entries at given (row, col) positions); ``diagonal``,
-``trace`` and ``project`` are derived from it, so a new operator that registers ``sample`` gets
-all of them at that cost.
-
-The public functions (``to_dense``, ``sample``, ``diagonal``, ``trace``, ``project``, ``inner``)
-accept anything ``aslinop`` accepts and check their arguments; the private single-dispatch
-functions behind them (``_to_dense``, ``_sample``, ``_inner``) take checked operators and are
-what an operator module registers. The generic rules work for any operator through products
-(one product per distinct column asked for); none of them builds an m×n array except
-``to_dense`` and ``inner`` of two operands that have no structure to use.
+Each accepts anything ``aslinop`` accepts, checks its arguments, and hands the checked operators
+to the ``functools.singledispatch`` generics of ``_generics``, where every operator module
+registers its rules beside the operator. The core query is :func:`sample` (entries at given
+(row, col) positions); ``diagonal``, ``trace`` and ``project`` are derived from it, so a new
+operator that registers ``_sample`` gets all of them at that cost. None of them builds an m×n
+array except ``to_dense`` and ``inner`` of two operands that have no structure to use.
 """
 
 from __future__ import annotations
 
-from functools import singledispatch
-
 import numpy as np
 
-from ._backend import backend_of, namespace, to_numpy
-from ._base import LinearOperator
-from ._errors import DensificationError, ShapeError, UnsupportedOperandError
+from ._algebra import as_operator
+from ._backend import namespace
+from ._errors import ShapeError
+from ._generics import _inner_split_k, _sample, dense_within_limit, sample_pattern
+from ._pattern import Pattern
+from ._sparse import Sparse
 
-DENSE_LIMIT = 2**26  # entries; above this to_dense refuses unless allow_dense=True
-_CHUNK_BYTES = 32 * 2**20
+# linops/_affine.py, which another change owns right now, imports ``_operator`` and
+# ``sample_pattern`` from here; they live in _algebra (as ``as_operator``) and _generics.
+# solvers/_inverse.py (in flight) imports ``_sample`` and ``conjugate`` from here: linops.internals
+# exports them now (sample_generic, conjugate)
+from ._generics import conjugate as conjugate
 
-
-def _operator(A, what: str) -> LinearOperator:
-    from ._convert import aslinop
-
-    try:
-        return aslinop(A)
-    except UnsupportedOperandError as e:
-        raise UnsupportedOperandError(f"{what}: {e}") from None
-
-
-# ----- conjugate (pushed to leaves) -------------------------------------------------------------
-@singledispatch
-def conjugate(A: LinearOperator) -> LinearOperator:
-    """Elementwise complex conjugate conj(A) as an operator (not a transpose).
-
-    What ``A.conj()`` and ``A.T`` (= conj(Aᴴ)) call. Operator modules register rules that
-    conjugate their arrays; the default wraps A in a ``MatrixFree`` applying X ↦ conj(A conj(X)).
-    """
-    from ._matrixfree import MatrixFree
-
-    return MatrixFree.conjugate_of(A)
+_operator = as_operator
 
 
 # ----- to_dense ----------------------------------------------------------------------------------
@@ -83,38 +62,7 @@ def to_dense(A, *, allow_dense: bool = False):
     array([[1., 2.],
            [1., 2.]])
     """
-    A = _operator(A, "to_dense")
-    m, n = A.shape
-    if m * n > DENSE_LIMIT and not allow_dense:
-        gb = m * n * np.dtype(A.dtype).itemsize / 1e9
-        raise DensificationError(
-            f"to_dense of a {m}×{n} operator ({type(A).__name__}) would allocate {gb:.3g} GB "
-            f"(limit {DENSE_LIMIT} entries); pass allow_dense=True if you mean it, or use "
-            f"project/sample/inner, which stay lazy")
-    return _to_dense(A)
-
-
-def _dense_by_products(A: LinearOperator):
-    """A applied to the identity: the generic (unoptimised) dense form."""
-    xp = _xp_of(A)
-    return A.matmat(xp.eye(A.shape[1], dtype=A.dtype))
-
-
-@singledispatch
-def _to_dense(A: LinearOperator):
-    """The dense array of a checked operator; modules register cheaper rules."""
-    return _dense_by_products(A)
-
-
-def _leaves(A: LinearOperator) -> list:
-    """The value arrays of A (not pattern indices): they decide the backend of a result."""
-    from ._pytree_util import array_leaves
-
-    return array_leaves(A, patterns=False)
-
-
-def _xp_of(A: LinearOperator):
-    return namespace(*_leaves(A))
+    return dense_within_limit(as_operator(A, "to_dense"), allow_dense)
 
 
 # ----- sample ------------------------------------------------------------------------------------
@@ -153,7 +101,7 @@ def sample(A, rows, cols):
     >>> lo.sample(G, [1, 0, 1], [1, 1, 0])               # (U Vᴴ)[1, 1], [0, 1], [1, 0]
     array([20., 10.,  2.])
     """
-    A = _operator(A, "sample")
+    A = as_operator(A, "sample")
     if not hasattr(rows, "shape"):
         rows = np.asarray(rows)
     if not hasattr(cols, "shape"):
@@ -177,35 +125,6 @@ def _check_index_range(ix, bound, name, shape):
     if lo_ < 0 or hi >= bound:
         raise ShapeError(f"sample: {name} out of range [0, {bound}) for shape={shape}: "
                          f"min={lo_}, max={hi}")
-
-
-@singledispatch
-def _sample(A: LinearOperator, rows, cols):
-    """Generic rule: apply A to the unit vectors of the distinct columns, in bounded chunks."""
-    be = backend_of(*_leaves(A))
-    xp = be.xp
-    rows_h, cols_h = to_numpy(rows), to_numpy(cols)
-    # group the requests by column: each distinct column costs one product with a unit
-    # vector, and a chunk of columns is one matmat whose (m, chunk) result stays bounded
-    ucols, inv = np.unique(cols_h, return_inverse=True)
-    m = A.shape[0]
-    chunk = max(1, _CHUNK_BYTES // max(1, m * np.dtype(A.dtype).itemsize))
-    order = np.argsort(inv, kind="stable")
-    bounds = np.searchsorted(inv[order], np.arange(0, len(ucols) + 1))
-    parts_idx, parts_val = [], []
-    for s in range(0, len(ucols), chunk):
-        cs = ucols[s:s + chunk]
-        E = np.zeros((A.shape[1], len(cs)), dtype=np.dtype(A.dtype))
-        E[cs, np.arange(len(cs))] = 1
-        Y = A.matmat(be.from_host(E))
-        sel = order[bounds[s]:bounds[min(s + chunk, len(ucols))]]
-        parts_idx.append(sel)
-        parts_val.append(Y[be.index(rows_h[sel]), be.index(inv[sel] - s)])
-    if not parts_idx:
-        return xp.zeros((0,), dtype=A.dtype)
-    perm = np.argsort(np.concatenate(parts_idx))
-    vals = parts_val[0] if len(parts_val) == 1 else xp.concatenate(parts_val)
-    return vals[be.index(perm)]
 
 
 def diagonal(A):
@@ -233,7 +152,7 @@ def diagonal(A):
     >>> lo.diagonal(lo.Dense(np.arange(6.0).reshape(2, 3)))
     array([0., 4.])
     """
-    A = _operator(A, "diagonal")
+    A = as_operator(A, "diagonal")
     i = np.arange(min(A.shape))
     return _sample(A, i, i)
 
@@ -304,14 +223,11 @@ def project(G, like=None, *, pattern=None):
     >>> lo.project(G, like=A).values                                  # at (0,0), (1,0), (1,1)
     array([ 5., 10., 14.])
     """
-    from ._pattern import Pattern
-    from ._sparse import Sparse
-
-    G = _operator(G, "project")
+    G = as_operator(G, "project")
     if (like is None) == (pattern is None):
         raise TypeError("project needs exactly one of like=A or pattern=P")
     if pattern is None:
-        like_op = _operator(like, "project(like=...)")
+        like_op = as_operator(like, "project(like=...)")
         if not isinstance(like_op, Sparse):
             raise TypeError(f"project(like=...) needs a sparse operator with a pattern, got "
                             f"{type(like_op).__name__}; pass pattern=lo.Pattern(...) instead")
@@ -321,24 +237,6 @@ def project(G, like=None, *, pattern=None):
     if pattern.shape != G.shape:
         raise ShapeError(f"project: G.shape={G.shape} but pattern.shape={pattern.shape}")
     return Sparse(sample_pattern(G, pattern), pattern)
-
-
-def sample_pattern(G: LinearOperator, pattern):
-    """Values of G at every stored position of ``pattern``, in CSR order (no checks).
-
-    The kernel of ``project``, ``inner`` with a Sparse and ``AffineSparse.pullback``. A Sparse
-    on an equal pattern gives its own values (no copy); low-rank operators get the pattern's
-    index arrays on their device, so the SDDMM runs there without a transfer."""
-    from ._sparse import Sparse
-
-    if isinstance(G, Sparse) and G.pattern == pattern:
-        return G.values
-    from ._lowrank import LOW_RANK
-
-    if isinstance(G, LOW_RANK):  # device-resident pattern indices for the GPU SDDMM
-        be = backend_of(*_leaves(G))
-        return _sample(G, pattern.on(be, "rows"), pattern.on(be, "indices"))
-    return _sample(G, pattern.rows, pattern.indices)
 
 
 # ----- inner -------------------------------------------------------------------------------------
@@ -384,85 +282,8 @@ def inner(G, K):
     >>> complex(lo.inner(G, K)), complex(lo.inner(K, G))   # 1·1 + 1·3·2 + conj(1j)·2·3
     ((7-6j), (7+6j))
     """
-    G = _operator(G, "inner")
-    K = _operator(K, "inner")
+    G = as_operator(G, "inner")
+    K = as_operator(K, "inner")
     if G.shape != K.shape:
         raise ShapeError(f"inner: G.shape={G.shape} but K.shape={K.shape}")
-    return _inner_distributed(G, K)
-
-
-def _inner_distributed(G, K):
-    """Split a Sum or Scaled second operand here, so that each rule registered on G's type
-    sees a plain K (G's own Sum/Scaled rules split the first operand)."""
-    from ._composite import Scaled, Sum
-
-    if isinstance(K, Sum):
-        out = _inner_distributed(G, K.terms[0])
-        for t in K.terms[1:]:
-            out = out + _inner_distributed(G, t)
-        return out
-    if isinstance(K, Scaled):
-        return K.c * _inner_distributed(G, K.A)
-    return _inner(G, K)
-
-
-@singledispatch
-def _inner(G: LinearOperator, K: LinearOperator):
-    """⟨G, K⟩ for a G without a rule: use K's structure if it has some, else densify."""
-    from ._lowrank import LowRank, RankOne
-    from ._sparse import Sparse
-
-    if isinstance(K, Sparse):
-        g = sample_pattern(G, K.pattern)
-        xp = namespace(g, K.values)
-        return xp.sum(xp.conj(g) * K.values)
-    if isinstance(K, (LowRank, RankOne)):
-        # ⟨G, K⟩ = conj(⟨K, G⟩): let the low-rank rule do the work
-        v = _inner(K, G)
-        return namespace(v).conj(v)
-    Gd, Kd = to_dense(G), to_dense(K)
-    xp = namespace(Gd, Kd)
-    return xp.sum(xp.conj(Gd) * Kd)
-
-
-# ----- payload_nbytes ----------------------------------------------------------------------------
-@singledispatch
-def payload_nbytes(A) -> int:
-    """Bytes of the arrays an operator holds: its memory footprint, for accounting.
-
-    Counts every value array and the index arrays of patterns (indptr and indices; a pattern
-    shared by two operators is counted for each), not cached derived arrays. Identity, Zero and
-    MatrixFree hold none (0). For a plain array, its ``nbytes``. O(number of arrays).
-
-    Parameters
-    ----------
-    A : LinearOperator or array
-
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    UnsupportedOperandError
-        For anything else (this query does not wrap its argument with ``aslinop``).
-
-    Examples
-    --------
-    >>> import numpy as np, linops as lo
-    >>> n = 1000
-    >>> lo.payload_nbytes(lo.RankOne(np.ones(n), np.ones(n)))   # 2n float64, not n²
-    16000
-    >>> lo.payload_nbytes(lo.Identity(n))
-    0
-    """
-    if hasattr(A, "nbytes"):
-        return int(A.nbytes)
-    raise UnsupportedOperandError(f"payload_nbytes: unsupported type {type(A).__name__}")
-
-
-@payload_nbytes.register
-def _(A: LinearOperator) -> int:
-    from ._pytree_util import array_leaves
-
-    return sum(int(a.size) * np.dtype(a.dtype).itemsize for a in array_leaves(A))
+    return _inner_split_k(K, G)

@@ -13,11 +13,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_of, to_numpy
-from ._base import LinearOperator, _set, conj, operator, seal, snapshot
+from ._backend import backend_of, conj, namespace, seal, snapshot, to_numpy
+from ._base import LinearOperator
 from ._errors import ShapeError, UnsupportedOperandError
 from ._pattern import Pattern
-from ._queries import _inner, _sample, _to_dense, conjugate, sample_pattern
+from ._generics import _inner, _inner_by_k, _sample, _to_dense, conjugate, sample_pattern
+from ._pytree import _set, operator
 
 
 @operator
@@ -180,6 +181,13 @@ def _(A: Sparse, rows, cols):
     return xp.where(be.index(found), vals, xp.zeros((), dtype=A.dtype))
 
 
+@sample_pattern.register
+def _(G: Sparse, pattern):
+    if G.pattern == pattern:
+        return G.values  # its own values, no copy
+    return _sample(G, pattern.rows, pattern.indices)
+
+
 @_inner.register
 def _(G: Sparse, K: LinearOperator):
     xp = backend_of(G.values).xp
@@ -188,3 +196,11 @@ def _(G: Sparse, K: LinearOperator):
     else:  # K's values at G's stored positions (zero where K has none)
         kv = sample_pattern(K, G.pattern)
     return xp.sum(xp.conj(G.values) * kv)
+
+
+@_inner_by_k.register
+def _(K: Sparse, G: LinearOperator):
+    # ⟨G, K⟩ for a G without a rule: G's values at K's stored positions
+    g = sample_pattern(G, K.pattern)
+    xp = namespace(g, K.values)
+    return xp.sum(xp.conj(g) * K.values)

@@ -1,7 +1,14 @@
 """The stable internal interface that ``solvers`` and ``adjoints`` build on.
 
 Not user API (no stability promise to users), but the one place the other two packages import
-linops internals from, so that linops can reorganise its private modules freely.
+linops internals from, so that linops can reorganise its private modules freely
+(``tests/test_layers.py`` holds them to it).
+
+An operator defined outside linops (a solver's lazy inverse) is a ``LinearOperator`` subclass
+decorated with :func:`operator` (a frozen dataclass and a jax pytree), and registers its query
+rules on the generics of ``linops._generics``: ``sample_generic`` (entries at (row, col)
+positions; it gives ``sample``, ``diagonal``, ``trace`` and ``project``), ``to_dense_generic``,
+``inner_generic`` (⟨G, K⟩ by G's type) and ``conjugate`` (conj(A), for ``.conj()`` and ``.T``).
 """
 
 from ._backend import BACKEND_NAMES as BACKEND_NAMES
@@ -13,19 +20,20 @@ from ._backend import backend_of as backend_of
 from ._backend import is_cupy as is_cupy
 from ._backend import is_jax as is_jax
 from ._backend import namespace as namespace
+from ._backend import conj as conj
+from ._backend import is_array as is_array
+from ._backend import seal as seal
+from ._backend import snapshot as snapshot
 from ._backend import to_numpy as to_numpy
-from ._base import conj as conj
-from ._base import ensure_jax_pytrees as ensure_jax_pytrees
-from ._base import is_array as is_array
-from ._base import seal as seal
-from ._base import snapshot as snapshot
 from ._errors import BackendNotSupported as BackendNotSupported
 from ._errors import ShapeError as ShapeError
 from ._errors import UnsupportedOperandError as UnsupportedOperandError
-from ._pytree_util import array_leaves as array_leaves
+from ._generics import _inner as inner_generic
+from ._generics import _sample as sample_generic
+from ._generics import _to_dense as to_dense_generic
+from ._generics import conjugate as conjugate
+from ._pytree import array_leaves as array_leaves
+from ._pytree import backend_of_operator as backend_of_operator
+from ._pytree import ensure_jax_pytrees as ensure_jax_pytrees
+from ._pytree import operator as operator
 from ._sddmm import sddmm as sddmm
-
-
-def backend_of_operator(A) -> Backend:
-    """The backend of the arrays an operator holds (numpy for operators that hold none)."""
-    return backend_of(*array_leaves(A, patterns=False))

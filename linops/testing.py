@@ -23,7 +23,19 @@ from typing import Callable
 
 import numpy as np
 
+from . import _queries as q
+from ._affine import AffineSparse
 from ._backend import namespace, to_numpy
+from ._convert import aslinop
+from ._dense import Dense
+from ._diagonal import Diagonal, Identity, Zero
+from ._generics import _dense_by_products
+from ._lowrank import LowRank, RankOne
+from ._masked import MaskedOuter
+from ._matrixfree import MatrixFree
+from ._pattern import Pattern
+from ._pytree import array_leaves
+from ._sparse import Sparse
 
 __all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array",
            "poisson_family", "grid_dofs", "q4_laplace_stiffness", "check_family"]
@@ -100,9 +112,6 @@ def dottest(A, *, k: int = 3, rtol: float | None = None, seed: int = 0) -> bool:
     >>> dottest(lo.Dense(np.array([[1.0, 2j], [3.0, 4.0]])))
     True
     """
-    from ._convert import aslinop
-    from ._pytree_util import array_leaves
-
     A = aslinop(A)
     m, n = A.shape
     rng = np.random.default_rng(seed)
@@ -164,15 +173,8 @@ def check_against_dense(A, dense=None, *, seed: int = 0, rtol: float | None = No
     >>> check_against_dense(lo.RankOne(np.ones(3), np.arange(4.0)))
     True
     """
-    from . import _queries as q
-    from ._convert import aslinop
-    from ._lowrank import LowRank
-    from ._pattern import Pattern
-    from ._pytree_util import array_leaves
-    from ._sparse import Sparse
-
     A = aslinop(A)
-    D = _tonp(q._dense_by_products(A)) if dense is None else np.asarray(dense)
+    D = _tonp(_dense_by_products(A)) if dense is None else np.asarray(dense)
     m, n = A.shape
     if D.shape != (m, n):
         raise AssertionError(f"reference shape {D.shape} != A.shape {A.shape}")
@@ -220,14 +222,6 @@ def check_against_dense(A, dense=None, *, seed: int = 0, rtol: float | None = No
 
 # ----- the zoo -------------------------------------------------------------------------------
 def _zoo_builders() -> dict[str, Callable]:
-    from ._dense import Dense
-    from ._diagonal import Diagonal, Identity, Zero
-    from ._lowrank import LowRank, RankOne
-    from ._masked import MaskedOuter
-    from ._matrixfree import MatrixFree
-    from ._pattern import Pattern
-    from ._sparse import Sparse
-
     def sparse_np(rng, m, n, dtype, density=0.35):
         mask = rng.random((m, n)) < density
         mask[np.arange(min(m, n)), np.arange(min(m, n))] = True
@@ -411,8 +405,6 @@ def poisson_family(nx: int, ny: int | None = None, *, fixed: str = "left"):
     >>> poisson_family(4, fixed="boundary")[0].shape
     (9, 9)
     """
-    from ._affine import AffineSparse
-
     ny = nx if ny is None else ny
     ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
     if fixed == "left":

@@ -10,13 +10,17 @@ is ``init`` plus one solve, with the algorithm picked for you by default. Every 
 Problem and results
 -------------------
 LinearProblem(A, b, hermitian=, posdef=)   A u = b; A and b are snapshotted; hints for Auto
-init(prob, alg=None)                       factorize once -> LinearCache
+init(prob, alg=None, like=None)            factorize once -> LinearCache (``like=``: reuse
+                                           another cache's symbolic analysis)
 solve(prob, alg=None, throw=True)          init + one solve -> Solution
 Solution                                   u, status, stats, cache, generation, current
 LinearCache                                solve(b), solve_adjoint(c), solve_transpose(c),
-                                           update(A=, b=), as_operator(), u, kind, generation
-Stats                                      factorizations, numeric_refactorizations, solves,
-                                           adjoint_solves, transpose_solves, iterations, times
+                                           update(A=, b=), as_operator(), logdet(), u, kind,
+                                           generation
+CacheStats                                 factorizations, numeric_refactorizations,
+                                           symbolic_analyses, fallbacks, solves, adjoint_solves,
+                                           transpose_solves, iterations, times (``Stats``: its
+                                           deprecated old name)
 Status                                     SUCCESS, ACCURACY_LIMIT, SINGULAR, NOT_HERMITIAN,
                                            MAX_ITERATIONS, STAGNATION, BREAKDOWN, NONFINITE,
                                            NONFINITE_INPUT (``status.ok``, ``status.message``)
@@ -34,6 +38,7 @@ DiagonalSolve()            Diagonal / Identity: division
 Pardiso(posdef=)           Intel MKL PARDISO (optional: ``pip install "linops[pardiso]"``)
 PETSc(ksp_type=, pc_type=)  PETSc KSP + PC over MPI, with checked transposed solves (optional)
 cholmod_available()        whether sparse Cholesky (scikit-sparse) is installed
+show_config()              the algorithm table, generated from the registry (what runs here)
 
 Preconditioners (``precond=`` of a Krylov method)
 -------------------------------------------------
@@ -45,7 +50,8 @@ Errors and warnings
 -------------------
 SolveError                 base of every solve failure (``status`` says which); ``throw=False``
                            returns these as a Status instead
-SingularMatrixError        a zero or tiny pivot, or not positive definite
+SingularMatrixError        a zero or tiny pivot
+NotPositiveDefiniteError   Cholesky of a Hermitian indefinite A (a SingularMatrixError)
 NotHermitianError          Cholesky of a non-Hermitian A (hints never switch the check off)
 NonFiniteInputError        NaN/Inf in A or a right-hand side
 ConvergenceError           an iterative method missed its tolerance (``history``, ``iterate``)
@@ -54,6 +60,14 @@ HintWarning                a hint that does not hold; the solve used LU instead
 BackendNotSupported        a method or dtype the arrays' backend lacks (names the alternative)
 TransposeNotSupportedError  a PETSc combination whose transposed solve is known to be wrong
 
+Contract
+--------
+Every algorithm is a ``solvers._contract.Algorithm`` and its state a ``Factor``; ``init``,
+``update`` and ``init(..., like=)`` go through ONE validation path (dtype, finiteness, the
+algorithm's requirements such as a Hermitian A, the singularity checks), so an update is never
+a path with fewer checks. Algorithms are registered (``solvers._registry``): the names above,
+``Auto``, ``adjoints.jax`` and ``show_config()`` read that table.
+
 Notes
 -----
 State and snapshots: A and b are snapshotted when the problem is built, so editing your arrays
@@ -61,7 +75,7 @@ afterwards never reaches a cache; change A with ``cache.update(A=...)`` (a numer
 refactorization on the same pattern), which also bumps ``cache.generation`` so that old
 solutions are refused by pullbacks. (This replaced the ``check_mutation=`` option of earlier
 versions.) A failure leaves the cache as it was. Iterative results are accepted on the true
-residual only (``solvers._krylov``).
+residual only (``solvers._acceptance``).
 
 Examples
 --------
@@ -76,48 +90,62 @@ Examples
 ('dense Cholesky', 'SUCCESS', [0.0909, 0.6364])
 """
 
+from ._amg import AMG as AMG
 from ._auto import Auto as Auto
-from ._auto import DiagonalSolve as DiagonalSolve
 from ._cache import LinearCache as LinearCache
-from ._cache import Solution as Solution
-from ._cache import Stats as Stats
-from ._cache import init as init
-from ._cache import solve as solve
 from ._direct import LU as LU
 from ._direct import Cholesky as Cholesky
+from ._direct import DiagonalSolve as DiagonalSolve
 from ._direct import cholmod_available as cholmod_available
 from ._errors import BackendNotSupported as BackendNotSupported
 from ._errors import ConvergenceError as ConvergenceError
 from ._errors import HintWarning as HintWarning
 from ._errors import NonFiniteInputError as NonFiniteInputError
 from ._errors import NotHermitianError as NotHermitianError
+from ._errors import NotPositiveDefiniteError as NotPositiveDefiniteError
 from ._errors import SingularMatrixError as SingularMatrixError
 from ._errors import SolveError as SolveError
 from ._errors import StaleSolutionError as StaleSolutionError
-from ._errors import Status as Status
 from ._krylov import CG as CG
 from ._krylov import GMRES as GMRES
 from ._krylov import MINRES as MINRES
 from ._krylov import BiCGStab as BiCGStab
 from ._pardiso import Pardiso as Pardiso
-from ._precond import AMG as AMG
+from ._petsc import PETSc as PETSc
+from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError
 from ._precond import ILU as ILU
 from ._precond import Jacobi as Jacobi
 from ._problem import LinearProblem as LinearProblem
+from ._registry import show_config as show_config
+from ._results import CacheStats as CacheStats
+from ._results import Solution as Solution
+from ._results import Status as Status
+from ._solve import init as init
+from ._solve import solve as solve
 from ._woodbury import Woodbury as Woodbury
-from ._petsc import PETSc as PETSc
-from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError
 
 __all__ = [
     # problem and results
-    "LinearProblem", "init", "solve", "Solution", "LinearCache", "Stats", "Status",
+    "LinearProblem", "init", "solve", "Solution", "LinearCache", "CacheStats", "Status",
     # algorithms
     "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
-    "Pardiso", "PETSc", "cholmod_available",
+    "Pardiso", "PETSc", "cholmod_available", "show_config",
     # preconditioners
     "AMG", "ILU", "Jacobi",
     # errors and warnings
-    "SolveError", "SingularMatrixError", "NotHermitianError", "NonFiniteInputError",
-    "ConvergenceError", "StaleSolutionError", "HintWarning", "BackendNotSupported",
-    "TransposeNotSupportedError",
+    "SolveError", "SingularMatrixError", "NotPositiveDefiniteError", "NotHermitianError",
+    "NonFiniteInputError", "ConvergenceError", "StaleSolutionError", "HintWarning",
+    "BackendNotSupported", "TransposeNotSupportedError",
 ]
+
+
+def __getattr__(name: str):
+    """``sv.Stats``: the deprecated name of :class:`CacheStats` (``adjoints.jax.Stats`` counts
+    something else: JAX's host factorizations)."""
+    if name == "Stats":
+        import warnings
+
+        warnings.warn("solvers.Stats is deprecated: use solvers.CacheStats (the same class)",
+                      DeprecationWarning, stacklevel=2)
+        return CacheStats
+    raise AttributeError(f"module 'solvers' has no attribute {name!r}")

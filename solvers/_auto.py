@@ -1,10 +1,8 @@
-"""Auto: pick the algorithm from the operator's structure and the problem's hints; and the
-names accepted wherever an algorithm is expected (``sv.solve(prob, "lu")``).
+"""Auto: pick the algorithm from the operator's structure, what the registry says is installed,
+and the problem's hints (verified, never trusted).
 
-An algorithm is any object with ``setup(A, prob) -> factor``; the factor has
-``solve(B, trans)`` (trans 'N', 'H' or 'T', B of shape (n, k)), ``refactor(A)`` (same
-structure), an ``iterations`` counter and optionally ``kind`` and ``last_status``. That small
-protocol is what ``LinearCache`` relies on, and what ``Auto`` and ``Woodbury`` compose.
+The rules are :meth:`Auto.choose`; :meth:`Auto._setup` runs the choice and, when a
+symmetric/definite factorization finds A indefinite, falls back to the general one (counted).
 """
 
 from __future__ import annotations
@@ -13,16 +11,21 @@ from dataclasses import dataclass
 
 import linops as lo
 
-from ._backend import backend_of_problem, is_hermitian, precision
-from ._direct import LU, Cholesky
-from ._errors import HintWarning, SingularMatrixError, warn_caller
+from ._checks import backend_of_problem, hint_text, is_hermitian
+from ._contract import Algorithm, Factor
+from ._direct import LU, Cholesky, DiagonalSolve
+from ._errors import HintWarning, NotPositiveDefiniteError, warn_caller
 from ._krylov import CG, GMRES
-from ._precond import AMG
+from ._amg import AMG
+from ._registry import entry, register
 from ._woodbury import Woodbury, split_low_rank
 
 
+@register("auto", "the default: chooses by structure, size, what is installed and checked hints",
+          ("dense", "sparse", "diagonal", "lowrank", "matrixfree"),
+          adjoint="whatever it chose", jax=True)
 @dataclass(frozen=True)
-class Auto:
+class Auto(Algorithm):
     """The default algorithm. Rules, first match wins:
 
     ================================================  =========================================
@@ -30,18 +33,23 @@ class Auto:
     ================================================  =========================================
     Diagonal or Identity                              elementwise division (exact, O(n))
     B + LowRank(U, V) (a Sum with one low-rank term)  Woodbury over Auto(B)
-    Dense (or n <= dense_max)                         Cholesky if posdef else LU (LAPACK)
-    Sparse, Hermitian posdef, n > iterative_min       CG(rtol) + AMG   (where AMG exists)
-    Sparse (numpy), n >= pardiso_min, PARDISO there   Pardiso (mtype 2/4 if posdef, else 11/13)
-    Sparse, Hermitian posdef, CHOLMOD available       Cholesky (CHOLMOD)
+    Dense (or n <= dense_max)                         Cholesky if Hermitian, else LU (LAPACK)
+    Sparse, posdef hint, n > iterative_min            CG(rtol) + AMG   (where AMG exists)
+    Sparse (numpy), n >= pardiso_min, PARDISO there   Pardiso (mtype 2/4 if Hermitian, else
+                                                      11/13)
+    Sparse, Hermitian, CHOLMOD available              Cholesky (CHOLMOD)
     Sparse, otherwise                                 LU (SuperLU; cupyx splu on cupy)
-    matrix-free / lazy, Hermitian posdef              CG(rtol)
+    matrix-free / lazy, Hermitian posdef hints        CG(rtol)
     matrix-free / lazy, otherwise                     GMRES(rtol)
     ================================================  =========================================
 
-    Hints are verified where they choose an algorithm: with ``posdef=True`` on a matrix that is
-    not Hermitian (an O(nnz) check), Auto warns (:class:`HintWarning`) and uses LU instead, so a
-    wrong hint never produces a wrong answer. (An explicit ``sv.Cholesky()`` raises instead.)
+    "Hermitian" is CHECKED for stored matrices (O(nnz) sparse, O(n²) dense), hint or not: a
+    Hermitian A gets the symmetric/definite factorization (half the work of LU) without any
+    hint, and a Cholesky that finds A indefinite falls back to LU (one more factorization,
+    counted in ``cache.stats.fallbacks``; never a wrong answer). With a hint that does not hold
+    (``posdef=True`` on a non-Hermitian or an indefinite A) Auto also warns
+    (:class:`HintWarning`, naming the hint as you gave it) — the README's rule. An explicit
+    ``sv.Cholesky()`` raises instead (``NotHermitianError``, ``NotPositiveDefiniteError``).
 
     ``pardiso_min``: PARDISO (when pypardiso is installed) beat CHOLMOD and SuperLU from about
     n = 10⁴ on the Q4 Poisson family (CPU time of factorization + two solves, one thread: at
@@ -64,11 +72,11 @@ class Auto:
 
     Notes
     -----
-    The choice depends on what is installed (PARDISO, CHOLMOD) and on the backend (no AMG on
-    cupy/jax, no PARDISO off the host): read ``cache.kind`` after ``init`` to see it, or call
-    :meth:`choose`. ``Auto`` passes the problem's hints on, so ``Pardiso`` picks its positive
-    definite type and Krylov methods their Hermitian variants. Adjoint solves always reuse
-    whatever was chosen.
+    The choice depends on what is installed (PARDISO, CHOLMOD: the registry says) and on the
+    backend (no AMG on cupy/jax, no PARDISO off the host): read ``cache.kind`` after ``init`` to
+    see it, or call :meth:`choose`. Adjoint solves always reuse whatever was chosen. An
+    ``update`` re-runs these rules whenever the factor cannot be reused for the new A (a
+    Cholesky factor and a non-Hermitian A, another pattern or dtype kind), warnings included.
 
     Examples
     --------
@@ -83,9 +91,11 @@ class Auto:
     >>> sol = sv.solve(prob, sv.Auto(iterative_min=10))
     >>> sol.status.name, sol.cache.kind.split(":")[0]
     ('SUCCESS', 'CG + AMG(sa)')
-    >>> sv.solve(sv.LinearProblem(np.array([[4.0, 1.0], [1.0, 3.0]]), [1.0, 2.0],
-    ...                           posdef=True)).cache.kind
+    >>> sv.solve(sv.LinearProblem(np.array([[4.0, 1.0], [1.0, 3.0]]), [1.0, 2.0])).cache.kind
     'dense Cholesky'
+    >>> cache = sv.init(sv.LinearProblem(np.array([[1.0, 2.0], [2.0, 1.0]])))   # indefinite
+    >>> cache.kind, cache.stats.fallbacks
+    ('dense LU (after Cholesky: not positive definite)', 1)
     """
 
     iterative_min: int = 2_000_000
@@ -120,146 +130,52 @@ class Auto:
             return DiagonalSolve()
         if split_low_rank(A) is not None:
             return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min))
-        # verify a hint only where it steers the choice and the check is cheap (stored entries);
-        # a lazy operator's hint goes to CG unchecked, and CG's true-residual test catches it
         stored = isinstance(A, (lo.Dense, lo.Sparse)) or A.shape[0] <= self.dense_max
-        if (posdef or hermitian) and stored and not is_hermitian(A):
-            warn_caller(f"the problem says hermitian={prob.hermitian}, posdef={prob.posdef} but "
-                        f"A is not Hermitian; solving with LU instead", HintWarning)
-            posdef = hermitian = False
-        if isinstance(A, lo.Dense) or A.shape[0] <= self.dense_max:
-            return Cholesky() if posdef else LU()
+        if not stored:  # a lazy operator's hint goes to CG unchecked; CG's true residual checks
+            return CG(rtol=self.rtol) if posdef and hermitian else GMRES(rtol=self.rtol)
+        # stored entries: Hermitian is checked (O(nnz)), with or without a hint
+        sym = is_hermitian(A)
+        if (posdef or hermitian) and not sym:
+            warn_caller(f"the problem says {hint_text(prob)} but A is not Hermitian; solving "
+                        f"with LU instead", HintWarning)
+            posdef = False
         if isinstance(A, lo.Sparse):
             be = backend_of_problem(A)
             if posdef and A.shape[0] > self.iterative_min and be.capability("amg") is None:
                 return CG(rtol=self.rtol, precond=AMG())
-            if A.shape[0] >= self.pardiso_min and be.name == "numpy" and _have_pardiso():
-                from ._pardiso import Pardiso
-
-                return Pardiso(posdef=posdef)
-            if posdef and be.capability("sparse_cholesky") is None:
+            if (A.shape[0] >= self.pardiso_min and be.name == "numpy"
+                    and entry("pardiso").unavailable() is None):
+                return entry("pardiso").cls(posdef=sym)
+            if sym and be.capability("sparse_cholesky") is None:
                 return Cholesky()
             return LU()
-        if posdef and hermitian:
-            return CG(rtol=self.rtol)
-        return GMRES(rtol=self.rtol)
+        return Cholesky() if sym else LU()
 
-    def setup(self, A, prob):
-        """``self.choose(A, prob).setup(A, prob)``: the chosen algorithm's factor."""
-        return self.choose(A, prob).setup(A, prob)
-
-
-def _have_pardiso() -> bool:
-    from ._pardiso import pardiso_available
-
-    return pardiso_available()
-
-
-@dataclass(frozen=True)
-class DiagonalSolve:
-    """x = b / d for a Diagonal (or Identity) operator: exact, O(n) per solve; adjoint divides by
-    conj(d). A zero diagonal entry raises SingularMatrixError naming it.
-
-    ``sv.Auto`` picks it for every ``lo.Diagonal`` and ``lo.Identity``. Setup: one O(n) scan for
-    zeros (exact zeros only: a tiny entry is a valid, if ill-conditioned, diagonal). Transpose
-    solves divide by d itself. ``update`` just rescans.
-
-    Raises
-    ------
-    TypeError
-        A is not a ``lo.Diagonal``/``lo.Identity`` (at ``init``).
-    SingularMatrixError
-        A zero on the diagonal (at ``init``).
-
-    Examples
-    --------
-    >>> import numpy as np, linops as lo, solvers as sv
-    >>> d = np.array([2.0, 2.0 + 2.0j])
-    >>> cache = sv.init(sv.LinearProblem(lo.Diagonal(d)), sv.DiagonalSolve())
-    >>> cache.solve(np.ones(2)), cache.solve_adjoint(np.ones(2))          # 1/d and 1/conj(d)
-    (array([0.5 +0.j  , 0.25-0.25j]), array([0.5 +0.j  , 0.25+0.25j]))
-    >>> sv.init(sv.LinearProblem(lo.Diagonal(np.array([2.0, 0.0]))))
-    Traceback (most recent call last):
-    ...
-    solvers._errors.SingularMatrixError: the diagonal matrix has a zero at A[1, 1]; it is singular
-    """
-
-    def setup(self, A, prob):
-        """The O(n) 'factorization': the diagonal, checked for zeros."""
-        if not isinstance(A, (lo.Diagonal, lo.Identity)):
-            raise TypeError(f"DiagonalSolve needs a lo.Diagonal or lo.Identity operator, got "
-                            f"{type(A).__name__}; wrap the diagonal with lo.Diagonal(d) or use "
-                            f"sv.LU()")
-        return _DiagonalFactor(A)
+    def _setup(self, A, prob) -> Factor:
+        """``choose``, then the chosen algorithm's setup; a definite factorization of an
+        indefinite Hermitian A falls back to the general one (warned when a hint said
+        positive definite)."""
+        alg = self.choose(A, prob)
+        try:
+            return alg.setup(A, prob)
+        except NotPositiveDefiniteError as e:
+            general = _general(alg)
+            if general is None:
+                raise
+            if prob is not None and prob.posdef:
+                warn_caller(f"the problem says {hint_text(prob)} but A is not positive definite "
+                            f"({str(e).split(';')[0]}); solving with LU instead", HintWarning)
+            factor = general.setup(A, prob)
+            factor.fallbacks = getattr(factor, "fallbacks", 0) + 1
+            first = getattr(alg, "label", type(alg).__name__)
+            factor.kind = f"{factor.kind} (after {first}: not positive definite)"
+            return factor
 
 
-class _DiagonalFactor:
-    kind = "diagonal"
-
-    def __init__(self, A):
-        be = backend_of_problem(A)
-        if isinstance(A, lo.Identity):
-            self.d = None
-        else:
-            import numpy as np
-
-            from linops.internals import to_numpy
-
-            d = A.d
-            bad = to_numpy(be.xp.abs(d) == 0)
-            if bad.any():
-                k = int(np.flatnonzero(bad)[0])
-                raise SingularMatrixError(f"the diagonal matrix has a zero at A[{k}, {k}]; it is "
-                                          f"singular")
-            self.d = d.astype(precision(d.dtype)) if d.dtype != precision(d.dtype) else d
-        self.be = be
-        self.iterations = 0
-
-    def solve(self, B, trans: str):
-        xp = self.be.xp if self.d is not None else None
-        if self.d is None:
-            return B * 1  # a copy: u must never alias the right-hand side
-        d = self.d if trans == "N" else (xp.conj(self.d) if trans == "H" else self.d)
-        return B / d[:, None]
-
-    def refactor(self, A):
-        return _DiagonalFactor(A)
-
-
-def _algorithms() -> dict:
-    """Name -> algorithm class; the optional backends only when their module imports."""
-    from . import _direct, _krylov, _precond
-
-    table = {"auto": Auto, "lu": _direct.LU, "cholesky": _direct.Cholesky, "cg": _krylov.CG,
-             "minres": _krylov.MINRES, "gmres": _krylov.GMRES, "bicgstab": _krylov.BiCGStab,
-             "amg": _precond.AMG, "woodbury": Woodbury, "diagonal": DiagonalSolve}
-    try:
-        from ._pardiso import Pardiso
-
-        table["pardiso"] = Pardiso
-    except ImportError:
-        pass
-    try:
-        from ._petsc import PETSc
-
-        table["petsc"] = PETSc
-    except ImportError:
-        pass
-    return table
-
-
-def resolve_algorithm(alg):
-    """An algorithm object from ``alg``: None (Auto), an algorithm, or a name such as "lu"."""
-    if alg is None:
-        return Auto()
-    if isinstance(alg, str):
-        table = _algorithms()
-        key = alg.strip().lower().replace("-", "").replace("_", "")
-        if key not in table:
-            raise ValueError(f"unknown algorithm {alg!r}; names: {', '.join(sorted(table))} "
-                             f"(or pass an object such as sv.CG(rtol=1e-10, precond=sv.AMG()))")
-        return table[key]()
-    if not callable(getattr(alg, "setup", None)):
-        raise TypeError(f"alg must be a solvers algorithm (sv.LU(), sv.CG(...), ...) or its name, "
-                        f"got {type(alg).__name__}: {alg!r}")
-    return alg
+def _general(alg):
+    """The general (LU) counterpart of a symmetric/definite algorithm, or None."""
+    if isinstance(alg, Cholesky):
+        return LU()
+    if type(alg).__name__ == "Pardiso" and alg.posdef:
+        return type(alg)(posdef=False, pivot_rtol=alg.pivot_rtol)
+    return None

@@ -1,11 +1,12 @@
-"""init / solve and the LinearCache: the factorization plus counters.
+"""The LinearCache: a factorization plus counters, and its state rule.
 
-``init`` factorizes once; ``solve``, ``solve_adjoint``, ``solve_transpose`` and every pullback
-reuse it. State rule: a cache never mixes two matrices. Its A is a snapshot (edits of the
-arrays you passed in do not reach it; see ``linops._backend``), its solution ``u`` is read-only,
-``update(A=...)`` replaces A, factors and ``generation`` together and forgets ``u``, and a
-:class:`Solution` made before an update is refused by pullbacks (:class:`StaleSolutionError`).
-A failed factorization or solve leaves the cache exactly as it was.
+``sv.init`` makes one (:mod:`solvers._solve`); ``solve``, ``solve_adjoint``, ``solve_transpose``
+and every pullback reuse its factorization. State rule: a cache never mixes two matrices. Its A
+is a snapshot (edits of the arrays you passed in do not reach it; see ``linops._backend``), its
+solution ``u`` is read-only, ``update(A=...)`` replaces A, factors and ``generation`` together
+and forgets ``u``, and a :class:`Solution` made before an update is refused by pullbacks
+(:class:`StaleSolutionError`). A failed factorization or solve leaves the cache exactly as it
+was.
 
 Spelled out, for a cache ``c``:
 
@@ -27,131 +28,21 @@ solve. Changed values go in through ``update``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 import linops as lo
 from linops.internals import ShapeError
 
-from ._auto import resolve_algorithm
-from ._backend import backend_of_problem, check_finite_operator, finite_or_raise
-from ._errors import SolveError, StaleSolutionError, Status
+from ._checks import backend_of_problem, finite_or_raise
+from ._contract import Prepared, prepare
+from ._errors import SolveError, StaleSolutionError
 from ._problem import LinearProblem, as_rhs
+from ._registry import resolve
+from ._results import CacheStats, Status
 
-
-@dataclass
-class Stats:
-    """Counters of one cache (for tests and benchmarks).
-
-    ``factorizations``: full setups (symbolic + numeric, or a preconditioner built from scratch);
-    ``numeric_refactorizations``: ``update`` on the same structure; ``iterations``: Krylov
-    iterations over all solves; times in seconds.
-
-    The object is the cache's own, updated in place: ``sol.stats`` and ``sol.cache.stats`` are
-    the same object and keep counting as the cache is reused. They are how the library proves
-    "factorize once": a pullback adds one ``adjoint_solves`` and no ``factorizations``.
-
-    Attributes
-    ----------
-    factorizations : int
-        Full setups: ``init`` and every ``update`` whose A has another structure.
-    numeric_refactorizations : int
-        ``update`` with the same structure (pattern): the symbolic analysis was reused.
-    solves, adjoint_solves, transpose_solves : int
-        Successful calls of ``solve``, ``solve_adjoint``, ``solve_transpose`` (a call with
-        k right-hand sides counts once).
-    iterations : int
-        Krylov (or AMG cycle) iterations over all solves, failed ones included; 0 for direct
-        methods.
-    setup_seconds, solve_seconds : float
-        Wall time spent in setups and in solves.
-
-    Examples
-    --------
-    >>> import numpy as np, solvers as sv
-    >>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]])), sv.LU())
-    >>> _ = cache.solve(np.ones(2)), cache.solve_adjoint(np.ones(2))
-    >>> s = cache.stats
-    >>> s.factorizations, s.solves, s.adjoint_solves, s.iterations
-    (1, 1, 1, 0)
-    """
-
-    factorizations: int = 0
-    numeric_refactorizations: int = 0
-    solves: int = 0
-    adjoint_solves: int = 0
-    transpose_solves: int = 0
-    iterations: int = 0
-    setup_seconds: float = 0.0
-    solve_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Solution:
-    """Result of ``sv.solve``.
-
-    ``u``: the solution (read-only; None when the solve failed with ``throw=False``);
-    ``status``: a :class:`Status` (``status.ok`` is True for SUCCESS and ACCURACY_LIMIT);
-    ``stats``: the cache's counters; ``cache``: the reusable :class:`LinearCache` (None when
-    the factorization itself failed); ``generation``: the cache generation ``u`` belongs to.
-
-    Attributes
-    ----------
-    u : array of shape b.shape, or None
-        Read-only, in the dtype ``result_type(A.dtype, b.dtype, float32)``.
-    status : Status
-        ``SUCCESS``, ``ACCURACY_LIMIT`` (an iterative method at the rounding level), or with
-        ``throw=False`` the failure.
-    stats : Stats
-        The cache's counters (the same object as ``cache.stats``: it keeps counting).
-    cache : LinearCache or None
-        Reuse it for more right-hand sides, adjoint solves and pullbacks.
-    generation : int
-        ``cache.generation`` when ``u`` was computed; see :attr:`current`.
-
-    Examples
-    --------
-    >>> import numpy as np, solvers as sv, adjoints as ad
-    >>> sol = sv.solve(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]), [1.0, 2.0]))
-    >>> sol.u.round(3).tolist(), sol.status.name, sol.current
-    ([0.1, 0.6], 'SUCCESS', True)
-    >>> ad.solve_pullback(sol, np.ones(2)).b.round(3).tolist()   # λ = A⁻ᴴ 1, same factors
-    [0.1, 0.3]
-    >>> sol.stats.factorizations, sol.stats.adjoint_solves
-    (1, 1)
-    """
-
-    u: Any
-    status: Status
-    stats: Stats
-    cache: "LinearCache | None"
-    generation: int = 0
-
-    @property
-    def current(self) -> bool:
-        """True while the cache still holds the A this solution was computed with.
-
-        False after ``sol.cache.update(A=...)``; pullbacks of a solution that is not current
-        raise :class:`StaleSolutionError`. (A new b alone keeps it current: ``u`` still
-        belongs to the cache's A, and pullbacks need only A.)
-        """
-        return self.cache is not None and self.cache.generation == self.generation
-
-
-def structure_key(A: lo.LinearOperator):
-    """Hashable description of A's structure: equal keys allow a numeric refactorization.
-
-    None (never equal) for operators without a comparable structure, such as lazy ones."""
-    key = getattr(A, "structure_key", None)
-    if key is not None:
-        return key
-    if isinstance(A, lo.Sparse):
-        return ("sparse", A.pattern)
-    if isinstance(A, lo.Dense):
-        return ("dense", A.shape)
-    return None
+NOT_A_PROBLEM = ("expected a solvers.LinearProblem, got {0}; build one first: "
+                 "sv.solve(sv.LinearProblem(A, b)) or sv.init(sv.LinearProblem(A, b), alg)")
 
 
 class LinearCache:
@@ -191,7 +82,7 @@ class LinearCache:
         0 at ``init``, +1 per ``update`` that replaced A.
     u : array or None
         The last forward solution (read-only), see :attr:`u`.
-    stats : Stats
+    stats : CacheStats
     check_finite : bool
 
     Raises
@@ -205,9 +96,11 @@ class LinearCache:
     -----
     State rule (module ``solvers._cache``): the cache never mixes two matrices. ``A``,
     ``factor`` and ``generation`` change together, only in :meth:`update`; ``u`` belongs to the
-    current A and b or is None; every failure leaves the cache as it was. The algorithm's
-    ``setup(A, prob)`` runs once here and the factor's ``solve(B, trans)`` per call, with
-    ``trans`` 'N', 'H' or 'T': that is all a cache asks of an algorithm.
+    current A and b or is None; every failure leaves the cache as it was. Setups go through
+    ``solvers._contract.prepare`` — the same checks for ``init``, ``update`` and ``like=`` —
+    and the factor's ``solve(B, trans)`` runs per call, with ``trans`` 'N', 'H' or 'T'.
+    Empty shapes never reach a factor: n = 0 and right-hand sides of shape (n, 0) give empty
+    results on every engine.
 
     Examples
     --------
@@ -223,24 +116,37 @@ class LinearCache:
     (1, 1, 1)
     """
 
-    def __init__(self, prob: LinearProblem, alg, *, check_finite: bool = True):
+    def __init__(self, prob: LinearProblem, alg=None, *, check_finite: bool = True,
+                 like: "LinearCache | None" = None):
         if not isinstance(prob, LinearProblem):
-            raise TypeError(_NOT_A_PROBLEM.format(type(prob).__name__))
+            raise TypeError(NOT_A_PROBLEM.format(type(prob).__name__))
+        if like is not None and not isinstance(like, LinearCache):
+            raise TypeError(f"like must be a solvers.LinearCache (a cache whose symbolic analysis "
+                            f"to reuse), got {type(like).__name__}")
         self.prob = prob
-        self.alg = resolve_algorithm(alg)
+        self.alg = resolve(alg) if alg is not None or like is None else like.alg
         self.check_finite = check_finite
-        self.stats = Stats()
+        self.stats = CacheStats()
         self.generation = 0
         self.status: Status | None = None
         self._u = None
-        be = backend_of_problem(prob.A, prob.b)
-        be.require_dtype(prob.A.dtype, "solve")
-        if check_finite:
-            check_finite_operator(prob.A)
+        previous = like.factor if like is not None and like.A.shape == prob.A.shape else None
+        self.factor = self._prepare(prob, previous, keep_previous=True).factor
+
+    def _prepare(self, prob: LinearProblem, previous, keep_previous: bool) -> Prepared:
+        """The contract's path (``solvers._contract.prepare``), timed and counted."""
         t = time.perf_counter()
-        self.factor = self.alg.setup(prob.A, prob)
-        self.stats.setup_seconds += time.perf_counter() - t
-        self.stats.factorizations += 1
+        made = prepare(self.alg, prob.A, prob, previous=previous, keep_previous=keep_previous,
+                       check_finite=self.check_finite)
+        s = self.stats
+        s.setup_seconds += time.perf_counter() - t
+        if made.reused:
+            s.numeric_refactorizations += 1
+        else:
+            s.factorizations += 1
+        s.symbolic_analyses += made.factor.symbolic_analyses
+        s.fallbacks += getattr(made.factor, "fallbacks", 0)
+        return made
 
     # ----- properties -----------------------------------------------------------------------------
     @property
@@ -262,7 +168,7 @@ class LinearCache:
         """What the algorithm set up, in words: 'dense LU', 'SuperLU', 'CHOLMOD',
         'CG + AMG(sa): 3 levels, ...', 'Woodbury(rank 1) over diagonal', ... (``sv.Auto``'s
         choice shows here)."""
-        return getattr(self.factor, "kind", type(self.factor).__name__)
+        return self.factor.kind or type(self.factor).__name__
 
     def __repr__(self) -> str:
         s = self.stats
@@ -289,6 +195,18 @@ class LinearCache:
         """
         return lo.MatrixFree(self.A.shape, self.A.dtype, lambda X: self._run(X, "N", "x"),
                              lambda X: self._run(X, "H", "x"))
+
+    def logdet(self):
+        """(sign, log|det A|) from the factorization the cache holds — no second one.
+
+        Raises BackendNotSupported for factors that have none (iterative methods; the message
+        names a direct solver or the stochastic estimator)."""
+        return self.factor.logdet()
+
+    def close(self) -> None:
+        """Release the factorization's external resources now (PARDISO, PETSc); the cache
+        cannot solve afterwards. Dropping the cache does the same."""
+        self.factor.close()
 
     # ----- solves ---------------------------------------------------------------------------------
     def solve(self, b=None):
@@ -390,6 +308,28 @@ class LinearCache:
         if self.check_finite:
             finite_or_raise(b, name)
         B = b[:, None] if b.ndim == 1 else b  # factors see (n, k) only
+        # the answer's dtype depends on the inputs only, never on the factor's working precision
+        dtype = np.result_type(self.A.dtype, b.dtype, np.float32)
+        be = backend_of_problem(self.A, b)
+        if B.shape[0] == 0 or B.shape[1] == 0:  # empty: exact, and no engine sees it
+            X = be.xp.zeros(tuple(B.shape), dtype=dtype)
+        else:
+            try:
+                X = self._factor_solve(B, trans, be)
+            except SolveError as e:  # a failure's last iterate, in the caller's shape and dtype
+                it = getattr(e, "iterate", None)
+                if it is not None and tuple(it.shape) == tuple(B.shape):
+                    it = it.astype(dtype) if np.dtype(it.dtype) != dtype else it
+                    e.iterate = be.freeze(it[:, 0] if b.ndim == 1 else it)
+                raise
+        self.status = self.factor.last_status or Status.SUCCESS
+        attr = {"N": "solves", "H": "adjoint_solves", "T": "transpose_solves"}[trans]
+        setattr(self.stats, attr, getattr(self.stats, attr) + 1)
+        if np.dtype(X.dtype) != dtype:
+            X = X.astype(dtype)
+        return X[:, 0] if b.ndim == 1 else X
+
+    def _factor_solve(self, B, trans: str, be):
         t = time.perf_counter()
         it0 = self.factor.iterations
         try:
@@ -397,28 +337,25 @@ class LinearCache:
         finally:  # failed runs count their iterations too
             self.stats.iterations += self.factor.iterations - it0
             self.stats.solve_seconds += time.perf_counter() - t
-        xp = backend_of_problem(self.A, X).xp
         # O(n·k): a direct solve that hit a pivot the check let through surfaces here, not later
-        if not bool(xp.all(xp.isfinite(X))):
+        if not bool(be.xp.all(be.xp.isfinite(X))):
             raise SolveError(f"the solve produced NaN/Inf; {Status.NONFINITE.message}",
                              Status.NONFINITE)
-        self.status = getattr(self.factor, "last_status", None) or Status.SUCCESS
-        attr = {"N": "solves", "H": "adjoint_solves", "T": "transpose_solves"}[trans]
-        setattr(self.stats, attr, getattr(self.stats, attr) + 1)
-        # the answer's dtype depends on the inputs only, never on the factor's working precision
-        dtype = np.result_type(self.A.dtype, b.dtype, np.float32)
-        if np.dtype(X.dtype) != dtype:
-            X = X.astype(dtype)
-        return X[:, 0] if b.ndim == 1 else X
+        return X
 
     # ----- updates --------------------------------------------------------------------------------
     def update(self, A=None, b=None) -> "LinearCache":
         """New A and/or b.
 
-        A with the same structure (pattern): numeric refactorization (symbolic analysis kept where
-        the backend allows); otherwise a full factorization. Either way ``generation`` grows and
-        ``u`` is forgotten (it belonged to the old A); a new b alone also forgets ``u``. On
-        failure the cache keeps its previous A, factors, generation and ``u``.
+        An update is held to every check ``init`` makes (dtype, finiteness, the hint and
+        Hermitian checks, the singularity checks): it goes through the same path
+        (``solvers._contract.prepare``) and only then may reuse symbolic work. A with the same
+        structure (pattern), the same working precision and meeting the factor's requirements
+        (a Cholesky factor needs a Hermitian A): numeric refactorization (symbolic analysis
+        kept where the backend allows); otherwise a full setup, exactly as ``init`` would make
+        it (``Auto`` re-chooses, with its warnings). Either way ``generation`` grows and ``u``
+        is forgotten (it belonged to the old A); a new b alone also forgets ``u``. On failure
+        the cache keeps its previous A, factors, generation and ``u``.
 
         Parameters
         ----------
@@ -439,8 +376,8 @@ class LinearCache:
         ------
         ShapeError
             A new A of another shape (build a new cache for another size).
-        SingularMatrixError, NotHermitianError, NonFiniteInputError
-            From the new factorization; the cache is unchanged.
+        SingularMatrixError, NotHermitianError, NonFiniteInputError, BackendNotSupported
+            From the checks or the new factorization; the cache is unchanged.
 
         Notes
         -----
@@ -466,26 +403,14 @@ class LinearCache:
             if A.shape != prob.A.shape:
                 raise ShapeError(f"update: new A.shape={A.shape} but the cache's "
                                  f"A.shape={prob.A.shape}")
-            new_prob = LinearProblem(A, prob.b if b is None else b, hermitian=prob.hermitian,
-                                     posdef=prob.posdef)
-            key = structure_key(prob.A)
-            numeric = key is not None and key == structure_key(new_prob.A)
+            new_prob = LinearProblem(A, prob.b if b is None else b, **prob.given_hints)
             # build the new factor first and assign last: a failure leaves the cache untouched
-            if self.check_finite:
-                check_finite_operator(new_prob.A)
-            t = time.perf_counter()
-            factor = (self.factor.refactor(new_prob.A) if numeric
-                      else self.alg.setup(new_prob.A, new_prob))
-            self.stats.setup_seconds += time.perf_counter() - t
-            self.factor, self.prob = factor, new_prob
-            if numeric:
-                self.stats.numeric_refactorizations += 1
-            else:
-                self.stats.factorizations += 1
+            made = self._prepare(new_prob, self.factor, keep_previous=False)
+            self.factor, self.prob = made.factor, new_prob
             self.generation += 1
             self._u = None
         elif b is not None:
-            self.prob = LinearProblem(prob.A, b, hermitian=prob.hermitian, posdef=prob.posdef)
+            self.prob = LinearProblem(prob.A, b, **prob.given_hints)
             self._u = None
         return self
 
@@ -521,158 +446,3 @@ class LinearCache:
                 f"{what} was computed for an earlier A (generation {generation}); the cache has "
                 f"been updated since (generation {self.generation}), so a pullback would mix two "
                 f"matrices. Solve again (sv.solve or cache.solve()) and pull back the new solution")
-
-
-_NOT_A_PROBLEM = ("expected a solvers.LinearProblem, got {0}; build one first: "
-                  "sv.solve(sv.LinearProblem(A, b)) or sv.init(sv.LinearProblem(A, b), alg)")
-
-
-def init(prob: LinearProblem, alg=None, *, check_finite: bool = True) -> LinearCache:
-    """Factorize (or set up the preconditioner) once; returns the reusable cache.
-
-    Everything expensive happens here: the factorization (or the preconditioner and its
-    hierarchy), the Hermitian check of Cholesky, the singularity checks, the finiteness check of
-    A. What follows reuses it: ``cache.solve(b)``, ``cache.solve_adjoint(c)``,
-    ``cache.solve_transpose(c)``, ``cache.as_operator()`` and the pullbacks of ``adjoints``.
-
-    Parameters
-    ----------
-    prob : LinearProblem
-    alg : algorithm object or name, optional
-        ``sv.LU()``, ``sv.Cholesky()``, ``sv.CG(...)``, ... or a name such as ``"lu"``;
-        default ``sv.Auto()`` (see its rules).
-        Names (case, '-' and '_' ignored): auto, lu, cholesky, cg, minres, gmres, bicgstab,
-        amg, woodbury, diagonal, pardiso, petsc; a name gives the default options.
-    check_finite : bool
-        Check A (here) and every right-hand side (per solve) for NaN/Inf, O(nnz) and O(n).
-
-    Returns
-    -------
-    LinearCache
-
-    Raises
-    ------
-    SingularMatrixError, NotHermitianError, NonFiniteInputError, BackendNotSupported
-        A singular (or, for Cholesky, not positive definite) matrix; a non-Hermitian one for
-        Cholesky; NaN/Inf in A; a method or dtype the arrays' backend lacks (the message names
-        the alternative or the install). These are raised whatever you would pass as ``throw``
-        to :func:`solve`; ``init`` has no ``throw``.
-    TypeError
-        ``prob`` is not a LinearProblem, or ``alg`` is not an algorithm.
-    ValueError
-        An unknown algorithm name (the message lists the names).
-
-    Notes
-    -----
-    There is no ``check_mutation=`` (removed): the problem holds snapshots of your arrays, so
-    later edits of them cannot reach the factorization. Use ``cache.update(A=...)`` to change A.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> cache = init(LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]), np.array([1.0, 2.0])))
-    >>> cache.solve().round(3).tolist(), cache.stats.factorizations
-    ([0.1, 0.6], 1)
-    >>> cache.solve_adjoint(np.array([1.0, 1.0])).round(3).tolist(), cache.stats.factorizations
-    ([0.1, 0.3], 1)
-    >>> init(LinearProblem(np.eye(2)), "qr")
-    Traceback (most recent call last):
-    ...
-    ValueError: unknown algorithm 'qr'; names: amg, auto, bicgstab, cg, cholesky, diagonal, ...
-    """
-    return LinearCache(prob, alg, check_finite=check_finite)
-
-
-def solve(prob: LinearProblem, alg=None, *, throw: bool = True,
-          check_finite: bool = True) -> Solution:
-    """Solve A u = b: ``init`` (one factorization) + ``cache.solve()``.
-
-    Parameters
-    ----------
-    prob : LinearProblem
-        A, b (required here) and the hints ``hermitian=``/``posdef=``.
-    alg : algorithm object or name, optional
-        Default ``sv.Auto()``: Cholesky (CHOLMOD/LAPACK) for hinted positive definite problems,
-        SuperLU/LAPACK LU otherwise, Woodbury for B + low rank, CG/GMRES for matrix-free A.
-        Or any of ``sv.LU()``, ``sv.Cholesky()``, ``sv.CG()``, ``sv.MINRES()``,
-        ``sv.GMRES()``, ``sv.BiCGStab()`` (preconditioners ``sv.AMG()``, ``sv.ILU()``,
-        ``sv.Jacobi()``), ``sv.AMG()`` as a solver, ``sv.Woodbury()``, ``sv.DiagonalSolve()``,
-        ``sv.Pardiso()``, ``sv.PETSc()``, or a name (``"lu"``, ``"cg"``, ...: see :func:`init`).
-    throw : bool
-        True (default): failures raise a :class:`SolveError` subclass. False: every failure of
-        the solve — singular factorization, non-Hermitian matrix for Cholesky, non-finite input,
-        no convergence — returns a Solution whose ``status`` says what happened and whose ``u``
-        is None (an unconverged iterate is never handed out as a solution).
-    check_finite : bool
-        See :func:`init`.
-
-    Returns
-    -------
-    Solution
-        ``u``, ``status``, ``stats``, ``cache`` (reuse it: ``sol.cache.solve_adjoint(c)``).
-        ``u`` is read-only, of b's shape; ``status`` is ``SUCCESS`` or ``ACCURACY_LIMIT`` (an
-        iterative result at the rounding level of the precision), or with ``throw=False`` the
-        failure; ``cache`` is None only when the factorization itself failed. ``stats`` counts
-        the work (``factorizations``, ``solves``, ``iterations``, times) and keeps counting as
-        the cache is reused. ``sol.current`` is False once ``sol.cache.update(...)`` replaced A.
-
-    Raises
-    ------
-    SolveError
-        With ``throw=True``: its subclasses ``SingularMatrixError``, ``NotHermitianError``,
-        ``NonFiniteInputError``, ``ConvergenceError`` (each with its ``status``).
-    BackendNotSupported
-        The method or dtype is not available for the arrays' backend (whatever ``throw``).
-    TypeError, ValueError, ShapeError
-        Misuse: not a LinearProblem, an unknown algorithm, no b (whatever ``throw``).
-
-    Notes
-    -----
-    The default, ``sv.Auto()``, picks by structure and hints, first match wins: a Diagonal or
-    Identity is divided (exact, O(n)); ``B + LowRank`` goes through Woodbury over ``Auto(B)``; a
-    Dense A gets LAPACK Cholesky when ``posdef=True`` and LU otherwise; a Sparse A gets CG + AMG
-    when ``posdef=True`` and n > 2·10⁶, PARDISO from n = 2·10⁴ when pypardiso is installed,
-    CHOLMOD Cholesky when ``posdef=True`` and scikit-sparse is installed, SuperLU LU otherwise; a
-    matrix-free A gets CG (hermitian and posdef) or GMRES. A ``posdef``/``hermitian`` hint on a
-    matrix that is not Hermitian warns (``HintWarning``) and uses LU: never a wrong answer. See
-    ``help(sv.Auto)`` for the table and its thresholds; ``sol.cache.kind`` says what was chosen.
-
-    Iterative results are checked against the TRUE residual ‖b − A u‖ before they are returned
-    (the acceptance policy of ``solvers._krylov``); a direct solve that produced NaN/Inf raises.
-
-    There is no ``check_mutation=`` option any more: A and b are snapshotted when the
-    ``LinearProblem`` is built, so editing your arrays afterwards changes nothing here. Solve a
-    changed A with ``sol.cache.update(A=A2).solve()`` (a numeric refactorization when the
-    pattern is the same).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> sol = solve(LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]), [1.0, 2.0]))
-    >>> sol.u.round(3).tolist(), sol.status.name
-    ([0.1, 0.6], 'SUCCESS')
-    >>> sol.cache.kind, sol.stats.factorizations
-    ('dense LU', 1)
-
-    A failure as a status instead of an exception:
-
-    >>> bad = solve(LinearProblem(np.array([[1.0, 2.0], [2.0, 4.0]]), [1.0, 1.0]), throw=False)
-    >>> bad.status.name, bad.u, bad.cache
-    ('SINGULAR', None, None)
-    """
-    if not isinstance(prob, LinearProblem):
-        raise TypeError(_NOT_A_PROBLEM.format(type(prob).__name__))
-    # two stages, so that with throw=False a failed solve still hands back its usable cache
-    try:
-        cache = init(prob, alg, check_finite=check_finite)
-    except SolveError as e:
-        if throw:
-            raise
-        return Solution(None, e.status, Stats(), None)
-    try:
-        u = cache.solve()
-    except SolveError as e:
-        if throw:
-            raise
-        return Solution(None, e.status, cache.stats, cache, cache.generation)
-    return Solution(u, cache.status, cache.stats, cache, cache.generation)

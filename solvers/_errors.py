@@ -5,6 +5,7 @@ Every failure of a solve is one :class:`Status` and one exception class::
     RuntimeError
     └── SolveError                       status: why (the cache that raised stays usable)
         ├── SingularMatrixError          Status.SINGULAR
+        │   └── NotPositiveDefiniteError Cholesky of a Hermitian indefinite A
         ├── NotHermitianError            Status.NOT_HERMITIAN     (also a ValueError)
         ├── NonFiniteInputError          Status.NONFINITE_INPUT   (also a ValueError)
         └── ConvergenceError             Status.MAX_ITERATIONS / STAGNATION / BREAKDOWN / ...
@@ -20,78 +21,9 @@ the others are raised whatever ``throw`` says (they are programming errors, not 
 
 from __future__ import annotations
 
-import enum
-
 from linops.internals import BackendNotSupported as BackendNotSupported
 
-
-class Status(enum.Enum):
-    """How a solve ended. ``SUCCESS`` and ``ACCURACY_LIMIT`` are results; the rest are failures
-    (raised as the matching :class:`SolveError`, or returned with ``throw=False``).
-
-    Each member's value is its message, which says what to do next (``status.message``).
-
-    ===============  ===========================================================================
-    SUCCESS          solved; for iterative methods the TRUE residual ‖b − A u‖ met the tolerance
-    ACCURACY_LIMIT   accepted although above the tolerance: the residual is at the rounding level
-                     of the precision (see the acceptance policy in ``solvers._krylov``)
-    SINGULAR         a zero or tiny pivot (``pivot_rtol``), or a matrix that is not positive
-                     definite for Cholesky; raised as :class:`SingularMatrixError`
-    NOT_HERMITIAN    Cholesky or ``Pardiso(posdef=True)`` found A − Aᴴ too large;
-                     :class:`NotHermitianError`
-    MAX_ITERATIONS   an iterative method ran out of ``maxiter``; :class:`ConvergenceError`
-    STAGNATION       it claimed convergence, the true residual disagrees and restarts do not
-                     help; :class:`ConvergenceError`
-    BREAKDOWN        a Krylov breakdown (zero inner product, an indefinite preconditioner);
-                     :class:`ConvergenceError` (and the default of a bare :class:`SolveError`)
-    NONFINITE        the solve produced NaN/Inf (singular or badly scaled A)
-    NONFINITE_INPUT  A or the right-hand side holds NaN/Inf; :class:`NonFiniteInputError`
-    ===============  ===========================================================================
-
-    Examples
-    --------
-    >>> import numpy as np, solvers as sv
-    >>> sol = sv.solve(sv.LinearProblem(np.array([[1.0, 2.0], [2.0, 4.0]]), [1.0, 1.0]),
-    ...                throw=False)
-    >>> sol.status.name, sol.status.ok, sol.u is None
-    ('SINGULAR', False, True)
-    >>> sol.status.message.split(";")[0]
-    'the matrix is singular to working precision (zero or tiny pivot)'
-    >>> [s.name for s in sv.Status if s.ok]
-    ['SUCCESS', 'ACCURACY_LIMIT']
-    """
-
-    SUCCESS = "solved to the requested tolerance"
-    ACCURACY_LIMIT = ("accepted at the limit of attainable accuracy: the true residual is above "
-                      "the requested tolerance but at the rounding-error level of this precision "
-                      "(the iterate is as accurate as the arithmetic allows); ask for a looser "
-                      "rtol, or use float64 / a better-conditioned formulation for more digits")
-    SINGULAR = ("the matrix is singular to working precision (zero or tiny pivot); check boundary "
-                "conditions / constraints (e.g. a pure-Neumann problem needs a fixed dof), or "
-                "regularise")
-    NOT_HERMITIAN = ("the algorithm needs a Hermitian matrix and A is not one; use sv.LU() or "
-                     "sv.GMRES() (hints such as posdef=True never switch this check off)")
-    MAX_ITERATIONS = ("the iterative method did not reach the tolerance within maxiter; add or "
-                      "strengthen a preconditioner (AMG, ILU), raise maxiter, or use a direct "
-                      "solver (LU, Cholesky)")
-    STAGNATION = ("the iterative method stopped improving the true residual above both the "
-                  "tolerance and the attainable accuracy (its own residual estimate drifted "
-                  "away from the true one); check that the preconditioner matches the method "
-                  "(CG needs a Hermitian positive definite M), or use GMRES or a direct solver")
-    BREAKDOWN = ("the Krylov method broke down (illegal input or a zero inner product); the "
-                 "matrix may be indefinite or singular: try GMRES or a direct solver")
-    NONFINITE = "the solve produced NaN/Inf; the matrix is singular or badly scaled"
-    NONFINITE_INPUT = "the input (A or the right-hand side) contains NaN/Inf"
-
-    @property
-    def message(self) -> str:
-        """What happened and what to do next (the member's value)."""
-        return self.value
-
-    @property
-    def ok(self) -> bool:
-        """True for the statuses that carry a usable result."""
-        return self in (Status.SUCCESS, Status.ACCURACY_LIMIT)
+from ._results import Status
 
 
 class SolveError(RuntimeError):
@@ -154,6 +86,24 @@ class SingularMatrixError(SolveError):
     """
 
     status = Status.SINGULAR
+
+
+class NotPositiveDefiniteError(SingularMatrixError):
+    """A Cholesky factorization (dense, CHOLMOD, PARDISO's definite types) found A Hermitian but
+    not positive definite: a pivot ≤ 0. Not necessarily singular — a symmetric indefinite
+    matrix (a saddle point, a shifted Helmholtz operator) is regular; solve it with ``sv.LU()``,
+    or drop ``posdef=True``. ``sv.Auto`` catches it and falls back to LU (counted in
+    ``cache.stats.fallbacks``; with a ``posdef=True`` hint it also warns). A subclass of
+    :class:`SingularMatrixError` (``status``: ``Status.SINGULAR``).
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> sv.init(sv.LinearProblem(np.array([[1.0, 2.0], [2.0, 1.0]])), sv.Cholesky())
+    Traceback (most recent call last):
+    ...
+    solvers._errors.NotPositiveDefiniteError: Cholesky: the matrix is not positive definite ...
+    """
 
 
 class NotHermitianError(SolveError, ValueError):

@@ -1,8 +1,8 @@
-"""Iterative solvers: CG, MINRES, GMRES, BiCGStab (the backend's Krylov module: scipy, cupyx or
-jax.scipy) and the standalone AMG cycle, with one acceptance policy for all of them.
+"""Iterative solvers: CG, MINRES, GMRES, BiCGStab — one runner per backend's Krylov module
+(scipy, cupyx, jax.scipy), the acceptance rule of ``solvers._acceptance`` for all of them.
 
-Acceptance policy (what a returned iterate means)
--------------------------------------------------
+What a returned iterate means
+-----------------------------
 1. The method runs with its own stopping test at ``rtol`` (scipy's GMRES tests the
    left-preconditioned residual, CG/BiCGStab a recursively updated residual, MINRES a residual
    estimate).
@@ -10,28 +10,23 @@ Acceptance policy (what a returned iterate means)
 3. If r > tol = max(rtol·‖b‖, atol) although the method claimed convergence, it is restarted from
    x with a tighter internal tolerance, at most ``RESTARTS`` times and only while each restart
    at least halves r (otherwise it has stagnated).
-4. The result is **accepted** with ``Status.SUCCESS`` when r ≤ tol, and with
-   ``Status.ACCURACY_LIMIT`` when r is within the attainable accuracy of the arithmetic,
-   r ≤ c·√n·eps·(‖|A||x|‖ + ‖b‖) (c = ``ATTAINABLE``): rounding alone produces residuals of that
-   size, so no iterate can do better in this precision — provided also r ≤ √eps·‖b‖, or, for
-   badly scaled systems where even that is out of reach, one more run from x leaves x unchanged
-   to √eps (a settled iterate; an iterate that blows up on a singular or inconsistent system keeps
-   moving and is never accepted). Anything else raises
-   :class:`ConvergenceError` with ``Status.MAX_ITERATIONS`` (the method ran out of iterations)
-   or ``Status.STAGNATION`` (it claimed convergence, the true residual disagrees and restarts
-   do not help) — never a silently wrong iterate.
+4. ``solvers._acceptance.verdict`` decides: ``SUCCESS`` at r ≤ tol (no slack); ``ACCURACY_LIMIT``
+   only when every equation holds to the rounding level (componentwise backward error
+   ≤ 16·√n·eps) AND one more run from x does not halve r (a method that merely ran out of
+   iterations still makes progress and fails this); otherwise :class:`ConvergenceError` with
+   ``MAX_ITERATIONS``, ``STAGNATION`` or ``BREAKDOWN`` and the last iterate of every column.
 
 No per-iteration residual is computed (that would cost one more product with A per iteration):
 ``history`` holds what the method reports for free (GMRES: preconditioned residual norms).
 
 Adjoint solves (Aᴴλ = c): CG and MINRES (Hermitian A) run the same method with the same (Hermitian)
-preconditioner. GMRES and BiCGStab run on the exact adjoint of the forward preconditioned
-operator: Aᴴ Mᴴ y = c, λ = Mᴴ y (right preconditioning with Mᴴ), so they converge like the
-forward solve and test the true adjoint residual. Transpose solves are conj(Aᴴ-solve(conj c)).
+preconditioner, checked against the TRUE Aᴴ. GMRES and BiCGStab run on the exact adjoint of the
+forward preconditioned operator: Aᴴ Mᴴ y = c, λ = Mᴴ y (right preconditioning with Mᴴ), so they
+converge like the forward solve. Transpose solves are conj(Aᴴ-solve(conj c)).
 
 Each column of a right-hand side (n, k) is a separate run; a complex right-hand side of a real
 problem is solved as its real and imaginary parts. ``cache.stats.iterations`` counts the
-iterations of every run (restarts and failed runs included).
+iterations of every run (restarts, acceptance checks and failed runs included).
 
 Examples
 --------
@@ -40,29 +35,43 @@ of attainable accuracy and says so:
 
 >>> import numpy as np, scipy.sparse as sp, solvers as sv
 >>> A = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr", dtype=np.float32)
->>> sol = sv.solve(sv.LinearProblem(A, np.ones(50, np.float32)), sv.GMRES(rtol=1e-12))
+>>> b = np.linspace(1, 2, 50, dtype=np.float32)
+>>> sol = sv.solve(sv.LinearProblem(A, b), sv.GMRES(rtol=1e-12))
 >>> sol.status.name, sol.u.dtype
 ('ACCURACY_LIMIT', dtype('float32'))
->>> bool(np.linalg.norm(A @ sol.u - 1) <= 1e-4 * np.sqrt(50))
+>>> bool(np.linalg.norm(A @ sol.u - b) <= 1e-4 * np.linalg.norm(b))
 True
+
+A method that runs out of iterations is never "at the accuracy limit"; with ``throw=False`` the
+last iterate comes back with its status:
+
+>>> sol = sv.solve(sv.LinearProblem(A.astype(np.float64), np.ones(50)), sv.CG(maxiter=5),
+...                throw=False)
+>>> sol.status.name, sol.u.shape
+('MAX_ITERATIONS', (50,))
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 import linops as lo
-from linops.internals import is_array, to_numpy
+from linops.internals import ShapeError, backend_named, backend_of, is_array, to_numpy
 
-from ._backend import backend_of_problem, default_rtol, eps, precision, split_complex
-from ._errors import ConvergenceError, Status
+from ._acceptance import attainable, backward_error, verdict
+from ._checks import backend_of_problem, default_rtol, eps, precision
+from ._contract import Algorithm, Factor
+from ._errors import ConvergenceError
+from ._registry import register
+from ._results import Status
 
 RESTARTS = 4       # restarts after a convergence claim the true residual denies (step 3)
-ATTAINABLE = 16.0  # c in the attainable-accuracy bound c·√n·eps·(‖|A||x|‖ + ‖b‖) (step 4)
+KRYLOV_STRUCTURES = ("dense", "sparse", "diagonal", "lowrank", "matrixfree")
 
 
 def default_maxiter(n: int) -> int:
@@ -70,7 +79,7 @@ def default_maxiter(n: int) -> int:
     return int(min(10 * max(n, 1), 20_000))
 
 
-def _check_spec(spec) -> None:
+def check_spec(spec) -> None:
     """Validate (and normalise: atol None -> 0, a list x0 -> array) a Krylov or AMG spec at
     construction, so that a bad option fails where it was written, not at the first solve."""
     if spec.atol is None:  # as scipy: None means the default (no absolute floor)
@@ -94,8 +103,8 @@ def _check_spec(spec) -> None:
 
 
 @dataclass(frozen=True)
-class _Krylov:
-    """The options every Krylov method shares; ``setup`` builds the preconditioner once."""
+class _Krylov(Algorithm):
+    """The options every Krylov method shares; ``_setup`` builds the preconditioner once."""
 
     rtol: float | None = None
     atol: float = 0.0
@@ -106,11 +115,10 @@ class _Krylov:
     method = ""
 
     def __post_init__(self):
-        _check_spec(self)
+        check_spec(self)
 
-    def setup(self, A, prob):
-        """Build the preconditioner (if any) for A; nothing else is precomputed."""
-        return _KrylovFactor(self, A, prob)
+    def _setup(self, A, prob):
+        return KrylovFactor(self, A, prob)
 
 
 _COMMON_DOC = """
@@ -118,8 +126,8 @@ _COMMON_DOC = """
     ----------
     rtol, atol : float
         Stop when ‖b − A x‖ ≤ max(rtol·‖b‖, atol). ``rtol=None``: 1e-8 in double precision,
-        1e-5 in single. See the acceptance policy in ``solvers._krylov`` (results at the limit of
-        attainable accuracy are returned with ``Status.ACCURACY_LIMIT``).
+        1e-5 in single. See the acceptance rule in ``solvers._acceptance`` (results at the limit
+        of attainable accuracy are returned with ``Status.ACCURACY_LIMIT``).
     maxiter : int, optional
         Total iterations (products with A) allowed per right-hand side; default 10·n, at most
         20 000.{restart_note}
@@ -140,21 +148,26 @@ _COMMON_DOC = """
     BackendNotSupported
         At ``init``: the method (or the preconditioner) is missing on the arrays' backend.
     ConvergenceError
-        Per solve, when the acceptance policy refuses the iterate: ``status`` is
+        Per solve, when the acceptance rule refuses the iterate: ``status`` is
         ``MAX_ITERATIONS``, ``STAGNATION``, ``BREAKDOWN`` or ``NONFINITE``; ``history`` and
-        the last ``iterate`` are attached.
+        the last ``iterate`` (all columns) are attached; ``sv.solve(..., throw=False)`` returns
+        that iterate as ``sol.u`` with the failure status.
 
     Notes
     -----
     The result is accepted on the TRUE residual ‖b − A x‖, computed once per run (the
-    acceptance policy in ``solvers._krylov``): ``Status.SUCCESS`` when it meets the
-    tolerance, ``Status.ACCURACY_LIMIT`` when it is at the rounding level of the precision,
-    otherwise a :class:`ConvergenceError`; never a silently unconverged iterate.
+    acceptance rule in ``solvers._acceptance``): ``Status.SUCCESS`` when it meets the
+    tolerance, ``Status.ACCURACY_LIMIT`` when every equation holds to the rounding level of the
+    precision and another run does not improve it, otherwise a :class:`ConvergenceError`;
+    never a silently unconverged iterate.
 
 {adjoint_note}
 """
 
 
+@register("cg", "conjugate gradients, Hermitian positive definite A",
+          KRYLOV_STRUCTURES,
+          hermitian=True, capability="cg", adjoint="CG on A, checked against Aᴴ", jax=True)
 @dataclass(frozen=True)
 class CG(_Krylov):
     __doc__ = ("""Conjugate gradients for Hermitian positive definite A. Cost per iteration: one
@@ -186,6 +199,9 @@ class CG(_Krylov):
     method = "cg"
 
 
+@register("minres", "MINRES, Hermitian (indefinite) A; real only on numpy/cupy",
+          KRYLOV_STRUCTURES,
+          hermitian=True, capability="minres", adjoint="MINRES on A, checked against Aᴴ")
 @dataclass(frozen=True)
 class MINRES(_Krylov):
     __doc__ = ("""MINRES for Hermitian, possibly indefinite A. Not available on jax.
@@ -208,6 +224,9 @@ class MINRES(_Krylov):
     method = "minres"
 
 
+@register("gmres", "restarted GMRES, general A",
+          KRYLOV_STRUCTURES,
+          capability="gmres", adjoint="GMRES on Aᴴ Mᴴ", jax=True)
 @dataclass(frozen=True)
 class GMRES(_Krylov):
     __doc__ = ("""Restarted GMRES for general A (``restart``: Krylov subspace size per cycle; the
@@ -250,6 +269,9 @@ class GMRES(_Krylov):
                              f"restart={self.restart!r}")
 
 
+@register("bicgstab", "BiCGStab, general A (not on cupy)",
+          KRYLOV_STRUCTURES,
+          capability="bicgstab", adjoint="BiCGStab on Aᴴ Mᴴ", jax=True)
 @dataclass(frozen=True)
 class BiCGStab(_Krylov):
     __doc__ = ("""BiCGStab for general A. Not available on cupy.
@@ -275,9 +297,9 @@ class BiCGStab(_Krylov):
 
 
 # ----- the shared policy -------------------------------------------------------------------------
-class _IterativeFactor:
-    """The 'factorization' of an iterative method: its preconditioner(s), built once, and the
-    acceptance policy. Subclasses implement ``_run``.
+class IterativeFactor(Factor):
+    """The 'factorization' of an iterative method: its preconditioner, built once, and the
+    acceptance rule. Subclasses implement ``_run``.
 
     ``_run(op, trans, b, x0, rtol, history) -> (x, outcome)`` is one run of the method from x0
     with its own stopping test at ``rtol``; outcome is 'converged', 'maxiter' or 'breakdown'.
@@ -291,28 +313,36 @@ class _IterativeFactor:
         self.be = backend_of_problem(A, getattr(prob, "b", None))
         self.dtype = precision(A.dtype)
         self.hermitian = bool(prob.hermitian) if prob is not None else False
-        self.iterations = 0
         self.history: list[float] = []
         self.last_status = Status.SUCCESS
         if spec.x0 is not None and tuple(spec.x0.shape) != (A.shape[1],):
-            from linops.internals import ShapeError
-
             raise ShapeError(f"x0.shape={tuple(spec.x0.shape)} but A.shape={A.shape}")
-
-    def refactor(self, A):
-        return type(self)(self.spec, A, self.prob)
 
     def solve(self, B, trans: str):
         xp = self.be.xp
         if trans == "T":
             return xp.conj(self.solve(xp.conj(B), "H"))
+        if B.shape[1] == 0:
+            return xp.zeros(tuple(B.shape), dtype=np.result_type(self.dtype, B.dtype))
         statuses: list[Status] = []
+        failures: list[ConvergenceError] = []
 
         def run(R):
-            cols = [self._solve_one(R[:, j], trans, statuses) for j in range(R.shape[1])]
+            cols = []
+            for j in range(R.shape[1]):
+                try:
+                    cols.append(self._solve_one(R[:, j], trans, statuses))
+                except ConvergenceError as e:  # finish the other columns: the iterate is whole
+                    failures.append(e)
+                    cols.append(e.iterate if e.iterate is not None
+                                else xp.full(R.shape[0], np.nan, dtype=R.dtype))
             return xp.stack(cols, axis=1)
 
-        X = split_complex(run, B, self.dtype)
+        X = _split_complex_iterates(run, B, self.dtype, self.be)
+        if failures:  # the whole iterate, unless a column has none (NaN/Inf: nothing to give)
+            worst = failures[0]
+            whole = all(e.iterate is not None for e in failures)
+            raise ConvergenceError(str(worst), worst.history, X if whole else None, worst.status)
         # one status for the whole call: the weakest column's (every column was accepted)
         self.last_status = (Status.ACCURACY_LIMIT if Status.ACCURACY_LIMIT in statuses
                             else Status.SUCCESS)
@@ -348,10 +378,9 @@ class _IterativeFactor:
             improved = best is None or r <= 0.5 * best[0]
             if best is None or r < best[0]:
                 best = (r, x, Ax, outcome)
-            # restart only when the method claimed a convergence that the true residual denies,
-            # above the attainable accuracy, and the previous restart helped
-            if (best[0] <= tol or outcome != "converged" or not improved
-                    or best[0] <= self._attainable(trans, best[1], best[2], bnorm)):
+            # restart only when the method claimed a convergence that the true residual denies
+            # and the previous restart helped
+            if best[0] <= tol or outcome != "converged" or not improved:
                 break
             inner = max(inner * 0.5 * tol / best[0], eps(self.dtype))  # ask for what is missing
         name = type(spec).__name__
@@ -361,48 +390,61 @@ class _IterativeFactor:
                                    self.history, None, Status.NONFINITE)
         r, x, Ax, outcome = best
         self.history = history + [r / bnorm]
-        if r <= tol:
-            statuses.append(Status.SUCCESS)
-            return x
-        rounding = self._rounding(trans, x, Ax, bnorm)
-        if r <= rounding and (r <= math.sqrt(eps(self.dtype)) * bnorm
-                              or self._settled(run_op, trans, b, x, rtol)):
-            statuses.append(Status.ACCURACY_LIMIT)
-            return x
-        status = {"converged": Status.STAGNATION, "breakdown": Status.BREAKDOWN}.get(
-            outcome, Status.MAX_ITERATIONS)
-        limit = min(rounding, math.sqrt(eps(self.dtype)) * bnorm)
+        omega = self._backward_error(trans, b, x, Ax)
+        limit = attainable(self.A.shape[0], self.dtype)
+
+        again = []
+
+        def rerun():  # one more run from x: does it still make progress?
+            x2, _ = self._run(run_op, trans, b, x, rtol, [])
+            again.append(x2)
+            return (float(xp.linalg.norm(b - op @ x2)), float(xp.linalg.norm(x2 - x)),
+                    float(xp.linalg.norm(x)))
+
+        status, rerun_won = verdict(r, bnorm, tol, omega, limit, outcome, rerun, self.dtype)
+        if status.ok:
+            statuses.append(status)
+            return again[0] if rerun_won else x
         raise ConvergenceError(
             f"{name} stopped with relative residual {r / bnorm:.3g} > rtol={rtol:g} "
-            f"(atol={spec.atol:g}; attainable in this precision ≈ {limit / bnorm:.2g}); "
-            f"{status.message}", self.history, x, status)
+            f"(atol={spec.atol:g}; backward error {omega:.2g}, attainable in this precision "
+            f"≈ {limit:.2g}); {status.message}", self.history, x, status)
 
-    def _rounding(self, trans, x, Ax, bnorm) -> float:
-        """c·√n·eps·(‖|A||x|‖ + ‖b‖): the size of residual that rounding alone produces
-        (|Aᴴ| for adjoint solves; ‖Ax‖ stands in for operators without stored entries)."""
+    def _backward_error(self, trans, b, x, Ax) -> float:
+        """Componentwise ω = max |b − Ax|ᵢ / (|A||x| + |b|)ᵢ (|Aᴴ| for adjoint solves); the
+        normwise ‖b − Ax‖ / (‖Ax‖ + ‖b‖) for operators that store no entries."""
         xp = self.be.xp
         absAx = _abs_product(self.A, trans, x)
-        ax = float(xp.linalg.norm(absAx)) if absAx is not None else float(xp.linalg.norm(Ax))
-        return ATTAINABLE * math.sqrt(self.A.shape[0]) * eps(self.dtype) * (ax + bnorm)
-
-    def _attainable(self, trans, x, Ax, bnorm) -> float:
-        """The residual below which restarting cannot help: the rounding level, capped at
-        √eps·‖b‖ (above the cap ``_settled`` decides)."""
-        return min(self._rounding(trans, x, Ax, bnorm), math.sqrt(eps(self.dtype)) * bnorm)
-
-    def _settled(self, op, trans, b, x, rtol) -> bool:
-        """A residual at the rounding level but above √eps·‖b‖ happens for badly scaled
-        systems (rows scaled by 10^±8: LinearSolve.jl #476) and for diverging iterates of
-        singular or inconsistent ones. They differ in whether x is a fixed point: one more run
-        from x moves a settled iterate by rounding only (|δ| ≲ |A⁻¹| eps |A| |x|), while a
-        diverging one keeps growing. Accept when the move is below √eps·‖x‖."""
-        xp = self.be.xp
-        x2, _ = self._run(op, trans, b, x, rtol, [])
-        move, size = float(xp.linalg.norm(x2 - x)), float(xp.linalg.norm(x))
-        return bool(np.isfinite(move) and move <= math.sqrt(eps(self.dtype)) * size)
+        if absAx is None:
+            r = float(xp.linalg.norm(b - Ax))
+            return r / (float(xp.linalg.norm(Ax)) + float(xp.linalg.norm(b)))
+        return backward_error(to_numpy(xp.abs(b - Ax)), to_numpy(absAx + xp.abs(b)))
 
     def _run(self, op, trans, b, x0, rtol, history):  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _split_complex_iterates(run, B, dtype, be):
+    """``run(B)`` for a real method and a possibly complex B (real and imaginary parts apart),
+    keeping the iterate of both parts when one fails."""
+    if np.dtype(B.dtype).kind != "c" or precision(dtype).kind == "c":
+        return run(B)
+    xp = be.xp
+    parts, errors = [], []
+    for part in (xp.real(B), xp.imag(B)):
+        if isinstance(B, np.ndarray):
+            part = np.ascontiguousarray(part)
+        try:
+            parts.append(run(part))
+        except ConvergenceError as e:
+            errors.append(e)
+            parts.append(e.iterate if e.iterate is not None else xp.full(part.shape, np.nan))
+    X = parts[0] + 1j * parts[1]
+    if errors:
+        whole = all(e.iterate is not None for e in errors)
+        raise ConvergenceError(str(errors[0]), errors[0].history, X if whole else None,
+                               errors[0].status)
+    return X
 
 
 def _adjoint_operator(A: lo.LinearOperator) -> lo.LinearOperator:
@@ -411,8 +453,6 @@ def _adjoint_operator(A: lo.LinearOperator) -> lo.LinearOperator:
     and 16 bytes per stored entry); otherwise ``A.adjoint()``."""
     if not isinstance(A, lo.Sparse):
         return A.adjoint()
-    from linops.internals import backend_of
-
     be = backend_of(A.values)
     return lo.MatrixFree((A.shape[1], A.shape[0]), A.dtype,
                          lambda X: be.spmm_adjoint(A.values, A.pattern, X), lambda X: A @ X)
@@ -420,8 +460,6 @@ def _adjoint_operator(A: lo.LinearOperator) -> lo.LinearOperator:
 
 def _abs_product(A, trans: str, x):
     """|A| |x| (|A|ᵀ |x| for adjoint solves) for operators that store their entries, else None."""
-    from linops.internals import backend_of
-
     if isinstance(A, lo.Sparse):
         be = backend_of(A.values)
         v, ax = be.xp.abs(A.values), be.xp.abs(x)
@@ -435,45 +473,40 @@ def _abs_product(A, trans: str, x):
     return None
 
 
-class _AMGTracked:
-    """Mixin for factors whose preconditioner ``M`` may be an AMG hierarchy: records the
-    iterations of every solve in ``self.amg`` (an :class:`AMGReuse`, shared by the factors of
-    one cache) and, on ``refactor``, keeps / recomputes / rebuilds the hierarchy by its policy."""
+class KrylovFactor(IterativeFactor):
+    """A Krylov method of the backend's module with its preconditioner ``M`` (built here, once
+    per cache; an AMG hierarchy is kept or rebuilt across updates by its own reuse policy,
+    ``M.reuse``)."""
 
-    amg = None
+    def __init__(self, spec, A, prob, M=None):
+        super().__init__(spec, A, prob)
+        self.be.require(spec.method, type(spec).__name__, self.dtype)
+        self.hermitian_method = spec.method in ("cg", "minres")
+        if M is None and spec.precond is not None:
+            M = spec.precond.build(A, self.hermitian, self.be)
+            self.symbolic_analyses = int(getattr(M, "analyses", 0))
+        self.M = M
+        self.kind = type(spec).__name__ + (f" + {self.M.summary}" if self.M is not None else "")
+
+    @property
+    def amg(self):
+        """The AMG reuse record (``AMGReuse``) when the preconditioner is AMG, else None."""
+        return getattr(self.M, "reuse", None)
 
     def solve(self, B, trans: str):
         it0 = self.iterations
         try:
             return super().solve(B, trans)
         finally:
-            if self.amg is not None:
-                self.amg.record(self.iterations - it0)
+            if self.M is not None:
+                self.M.record(self.iterations - it0)
 
-    def refactor(self, A):
-        if self.amg is None:
-            return type(self)(self.spec, A, self.prob)
-        M = self.amg.update(self.M, A, self._amg_spec, self.hermitian, self.be)
-        return type(self)(self.spec, A, self.prob, M=M, amg=self.amg)
+    def _refactor(self, A):
+        M = self.M.updated(A) if self.M is not None else None
+        return KrylovFactor(self.spec, A, self.prob, M=M)
 
-
-class _KrylovFactor(_AMGTracked, _IterativeFactor):
-    """A Krylov method of the backend's module with its preconditioner ``M`` (built here, once
-    per cache; with AMG kept or rebuilt across updates by the ``AMGReuse`` policy)."""
-
-    def __init__(self, spec, A, prob, M=None, amg=None):
-        from ._precond import AMG, AMGReuse
-
-        super().__init__(spec, A, prob)
-        self.be.require(spec.method, type(spec).__name__, self.dtype)
-        self.hermitian_method = spec.method in ("cg", "minres")
-        if M is None and spec.precond is not None:
-            M = spec.precond.build(A, self.hermitian, self.be)
-        self.M = M
-        if isinstance(spec.precond, AMG):
-            self._amg_spec = spec.precond
-            self.amg = amg if amg is not None else AMGReuse()
-        self.kind = type(spec).__name__ + (f" + {self.M.summary}" if self.M is not None else "")
+    def _spawn(self, A):
+        return KrylovFactor(self.spec, A, self.prob)
 
     def _run(self, op, trans, b, x0, rtol, history):
         """One run of the backend's Krylov method; outcome 'converged' | 'maxiter' | 'breakdown'."""
@@ -490,9 +523,9 @@ class _KrylovFactor(_AMGTracked, _IterativeFactor):
         # a basis beyond n (or beyond maxiter) is never used but would still be allocated
         restart = min(getattr(spec, "restart", n), n, maxiter)
         try:
-            x, info, its = self.be.run_krylov(spec.method, op, b, x0=x0, rtol=rtol,
-                                              atol=spec.atol, M=M, restart=restart,
-                                              maxiter=maxiter, history=history)
+            x, info, its = run_krylov(self.be, spec.method, op, b, x0=x0, rtol=rtol,
+                                      atol=spec.atol, M=M, restart=restart, maxiter=maxiter,
+                                      history=history)
         except ValueError as e:  # scipy's MINRES refuses an indefinite preconditioner
             if "indefinite" not in str(e):
                 raise
@@ -509,26 +542,105 @@ class _KrylovFactor(_AMGTracked, _IterativeFactor):
         return x, "breakdown" if info < 0 else "maxiter"
 
 
-class _AMGSolveFactor(_AMGTracked, _IterativeFactor):
-    """pyamg's own cycle iteration (``sv.AMG()`` used as the solver), with the same policy."""
+# ----- one runner per backend's Krylov module ----------------------------------------------------
+def run_krylov(be, method: str, op, b, *, x0, rtol: float, atol: float, maxiter: int, M=None,
+               restart: int | None = None, history: list | None = None):
+    """One run of the backend's Krylov ``method`` ('cg', 'gmres', 'bicgstab', 'minres').
 
-    def __init__(self, spec, A, prob, M=None, amg=None):
-        from ._precond import AMGReuse
+    ``op`` and ``M`` (preconditioner, or None) are linops operators; ``maxiter`` counts
+    iterations (for GMRES: whole cycles of ``restart`` iterations, then one shorter cycle
+    for the remainder, so that exactly ``maxiter`` products are allowed). Returns (x, info,
+    iterations) with scipy's ``info`` (0 converged, > 0 not converged, < 0 breakdown), or
+    None where the module reports no flag. GMRES appends its preconditioned residual norms
+    to ``history``. The runner is looked up by the backend's name (``RUNNERS``).
+    """
+    be.require(method, method.upper())
+    kw = dict(x0=x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, restart=restart,
+              history=history)
+    if method == "gmres" and maxiter > restart and maxiter % restart:
+        rest = maxiter % restart
+        x, info, its = RUNNERS[be.name](be, method, op, b, **{**kw, "maxiter": maxiter - rest})
+        if info == 0:
+            return x, info, its
+        x, info, more = RUNNERS[be.name](be, method, op, b,
+                                         **{**kw, "x0": x, "restart": rest, "maxiter": rest})
+        return x, info, its + more
+    return RUNNERS[be.name](be, method, op, b, **kw)
 
-        super().__init__(spec, A, prob)
-        self.M = M if M is not None else spec.build(A, self.hermitian, self.be)
-        self._amg_spec = spec
-        self.amg = amg if amg is not None else AMGReuse()
-        self.kind = f"AMG solver [{self.M.summary}]"
 
-    def _run(self, op, trans, b, x0, rtol, history):
-        M = self.M if trans == "N" else self.M.adjoint()
-        res: list[float] = []
-        bh = to_numpy(b)
-        x = M.ml.solve(bh, x0=None if x0 is None else to_numpy(x0), tol=rtol,
-                       maxiter=self.spec.maxiter, accel=self.spec.accel, residuals=res)
-        bn = float(np.linalg.norm(bh))
-        history.extend(float(r) / bn for r in res)
-        self.iterations += max(len(res) - 1, 0)  # res[0] is the initial residual, not a cycle
-        converged = bool(res) and res[-1] <= rtol * bn
-        return self.be.from_host(x), "converged" if converged else "maxiter"
+def _scipy_runner(be, method, op, b, *, x0, rtol, atol, maxiter, M, restart, history):
+    """scipy.sparse.linalg (numpy) or cupyx.scipy.sparse.linalg (cupy): same signatures."""
+    module = be.sparse_linalg
+    fn = getattr(module, method)
+    count = [0]
+
+    def tick(*_):
+        count[0] += 1
+
+    kw = dict(x0=x0, maxiter=maxiter if method != "gmres" else maxiter // restart,
+              callback=tick, M=_krylov_operator(be, M) if M is not None else None)
+    if method == "gmres":
+        def pr_norm(res):
+            if history is not None:
+                history.append(float(res))
+            count[0] += 1
+
+        kw.update(restart=restart, callback=pr_norm, callback_type="pr_norm")
+    if method != "minres":
+        kw["atol"] = atol
+    kw[be.krylov_rtol_keyword] = rtol
+    x, info = fn(_krylov_operator(be, op), b, **kw)
+    return x, int(info), count[0]
+
+
+def _krylov_operator(be, op):
+    """op as the Krylov module takes it: native CSR for Sparse, else a LinearOperator whose
+    results are fresh arrays of this backend (scipy updates them in place)."""
+    if isinstance(op, lo.Sparse):
+        return be.csr(op.values, op.pattern)
+    return be.sparse_linalg.LinearOperator(op.shape, dtype=op.dtype,
+                                           matvec=lambda v: be.fresh(op @ v, v))
+
+
+def _jax_runner(be, method, op, b, *, x0, rtol, atol, maxiter, M, restart, history):
+    """Concrete arrays on the CPU: scipy's method on host views (no compilation; jax-valued
+    operators are applied as they are, sparse ones through a host CSR). Arrays on an
+    accelerator: jax.scipy.sparse.linalg, compiled once per operator structure (operators
+    are pytrees), which reports no convergence flag (info None) nor iteration count."""
+    if _on_cpu(b):
+        x, info, its = _scipy_runner(backend_named("numpy"), method, op, be.to_host(b),
+                                     x0=None if x0 is None else be.to_host(x0), rtol=rtol,
+                                     atol=atol, maxiter=maxiter, M=M, restart=restart,
+                                     history=history)
+        return be.from_host(x), info, its
+    x = _jax_krylov()(op, M, b, x0, rtol, atol, method=method,
+                      maxiter=int(maxiter // restart if method == "gmres" else maxiter),
+                      restart=int(restart))
+    return x, None, 0
+
+
+RUNNERS = {"numpy": _scipy_runner, "cupy": _scipy_runner, "jax": _jax_runner}
+
+
+def _on_cpu(x) -> bool:
+    try:
+        return all(d.platform == "cpu" for d in x.devices())
+    except Exception:  # a tracer has no devices
+        return False
+
+
+def _jax_krylov_core(op, M, b, x0, rtol, atol, *, method, maxiter, restart):
+    import jax.scipy.sparse.linalg as jspl
+
+    kw = dict(x0=x0, tol=rtol, atol=atol, maxiter=maxiter,
+              M=(lambda v: M @ v) if M is not None else None)
+    if method == "gmres":
+        kw["restart"] = restart
+    return getattr(jspl, method)(lambda v: op @ v, b, **kw)[0]
+
+
+@lru_cache(maxsize=1)
+def _jax_krylov():
+    import jax
+
+    return jax.jit(_jax_krylov_core, static_argnames=("method", "maxiter", "restart"))

@@ -1,14 +1,15 @@
-"""PARDISO (Intel oneMKL) as a sparse direct solver: one solver handle per cache, reordering and
-symbolic factorization once (phase 11), numeric (re)factorization (phase 22) per matrix, solves
-with A, Aᴴ and Aᵀ from the same factors (phase 33 with ``iparm(12)`` = 0, 1, 2).
+"""PARDISO (Intel oneMKL) as a sparse direct solver: one solver handle per pattern, reordering
+and symbolic factorization once (phase 11), numeric (re)factorization (phase 22) per matrix
+into one of the handle's factor slots, solves with A, Aᴴ and Aᵀ from the same factors (phase 33
+with ``iparm(12)`` = 0, 1, 2).
 
 MKL comes with pypardiso (``pip install "linops[pardiso]"``); the PARDISO entry points are called
 directly (pypardiso's own wrapper is float64-only), so float32/float64/complex64/complex128 all
 work: real or complex unsymmetric types (mtype 11 / 13) for general matrices, real symmetric /
-complex Hermitian positive definite types (mtype 2 / 4, half the work) for problems marked
-``posdef=True`` whose A is Hermitian; single precision through ``iparm(28) = 1``. Indices are
-passed 0-based (``iparm(35) = 1``) as 32-bit integers (PARDISO's LP64 interface; a matrix with
-more than 2³¹ − 1 stored entries raises BackendNotSupported).
+complex Hermitian positive definite types (mtype 2 / 4, half the work) for Hermitian problems
+(``sv.Auto`` checks), single precision through ``iparm(28) = 1``. Indices are passed 0-based
+(``iparm(35) = 1``) as 32-bit integers (PARDISO's LP64 interface; a matrix with more than
+2³¹ − 1 stored entries raises BackendNotSupported).
 
 Transposed solves were verified against dense references for every type above (see
 tests/test_pardiso.py): ``iparm(12) = 1`` solves Aᴴx = b and ``iparm(12) = 2`` solves Aᵀx = b
@@ -28,13 +29,19 @@ from functools import lru_cache
 import numpy as np
 
 import linops as lo
+from linops.internals import to_numpy
 
-from ._backend import backend_of_problem, cast_rhs, is_hermitian, precision, rcond_tol
+from ._checks import backend_of_problem, cast_rhs, is_hermitian, precision, rcond_tol, \
+    require_hermitian
+from ._contract import Algorithm, Factor
+from ._direct import check_rtol, not_posdef
 from ._errors import BackendNotSupported, HintWarning, SingularMatrixError, SolveError, \
     warn_caller
+from ._registry import register
 
 INSTALL = 'pip install "linops[pardiso]"'
-ANALYSIS, NUMERIC, SOLVE, RELEASE = 11, 22, 33, -1
+ANALYSIS, NUMERIC, SOLVE, RELEASE_ONE, RELEASE = 11, 22, 33, 0, -1
+MAX_FACTORS = 64  # maxfct: numeric factorizations one analysis can hold at once (like=)
 _IPARM_TRANS = {"N": 0, "H": 1, "T": 2}  # iparm(12): A x = b, Aᴴ x = b, Aᵀ x = b
 _ERRORS = {-1: "input inconsistent", -2: "not enough memory", -3: "reordering problem",
            -4: "zero pivot, numerical factorization or iterative refinement problem",
@@ -75,26 +82,38 @@ def pardiso_available() -> bool:
     return _mkl()[0] is not None
 
 
+def _unavailable() -> str | None:
+    return _mkl()[1]
+
+
 def _int(v: int):
     return ctypes.byref(ctypes.c_int32(v))
 
 
-def _release(lib, pt, mtype: int, iparm) -> None:
-    """Phase −1: free all of PARDISO's memory for this handle (a finalizer; never raises)."""
+def _call(lib, pt, mtype: int, phase: int, mnum: int, n: int, a, ia, ja, iparm, B, X) -> int:
+    """One ``pardiso`` call; returns its error code (0: success)."""
+    err = ctypes.c_int32(0)
+    lib.pardiso(pt.ctypes.data, _int(MAX_FACTORS), _int(mnum), _int(mtype), _int(phase),
+                _int(n), a.ctypes.data, ia.ctypes.data, ja.ctypes.data, None, _int(B.shape[1]),
+                iparm.ctypes.data, _int(0), B.ctypes.data, X.ctypes.data, ctypes.byref(err))
+    return int(err.value)
+
+
+def _release(lib, pt, mtype: int, iparm, phase: int = RELEASE, mnum: int = 1) -> None:
+    """Phase −1 (all of the handle's memory) or 0 (slot ``mnum``'s factors): a finalizer, never
+    raises."""
     if not pt.any():
         return
-    err = ctypes.c_int32(0)
-    ia = np.zeros(1, dtype=np.int32)
-    z = np.zeros(1)
-    lib.pardiso(pt.ctypes.data, _int(1), _int(1), _int(mtype), _int(RELEASE), _int(0),
-                z.ctypes.data, ia.ctypes.data, ia.ctypes.data, None, _int(1), iparm.ctypes.data,
-                _int(0), z.ctypes.data, z.ctypes.data, ctypes.byref(err))
+    ia = np.zeros(2, dtype=np.int32)
+    z = np.zeros((1, 1))
+    _call(lib, pt, mtype, phase, mnum, 1, z, ia, ia, iparm, z, z)
 
 
 class _Handle:
-    """One PARDISO solver instance (``pt`` + ``iparm``) and the CSR structure it was analysed
-    with (0-based int32). Shared by every factor of one cache: ``phases`` counts the calls per
-    phase; ``owner`` is the factor whose numeric factorization the handle currently holds."""
+    """One PARDISO solver instance (``pt`` + ``iparm``), the CSR structure it was analysed with
+    (0-based int32) and its factor slots. Factors hold their handle; the handle holds only weak
+    references to them (``owners``), so dropping the last factor frees everything, without the
+    cyclic garbage collector. ``phases`` counts the calls per phase."""
 
     def __init__(self, lib, mtype: int, n: int, ia, ja, single: bool):
         self.lib, self.mtype, self.n, self.ia, self.ja = lib, mtype, n, ia, ja
@@ -105,28 +124,38 @@ class _Handle:
         self.iparm[27] = int(single)  # iparm(28): single precision
         self.iparm[55] = 1            # iparm(56): pardiso_getdiag enabled (pivot check)
         self.phases: Counter = Counter()
-        self.owner = None
-        self._finalizer = weakref.finalize(self, _release, lib, self.pt, mtype, self.iparm.copy())
+        self.owners: dict[int, weakref.ref] = {}   # slot -> the factor it holds now
+        self._finalizer = weakref.finalize(self, _release, lib, self.pt, mtype,
+                                           self.iparm.copy())
 
-    def call(self, phase: int, a, B=None, X=None) -> int:
-        """Run one phase; returns PARDISO's error code (0: success)."""
+    def call(self, phase: int, a, mnum: int = 1, B=None, X=None) -> int:
+        """Run one phase on slot ``mnum``; returns PARDISO's error code (0: success)."""
         if B is None:
             B = X = np.zeros((self.n, 1), dtype=a.dtype)
-        err = ctypes.c_int32(0)
-        self.lib.pardiso(self.pt.ctypes.data, _int(1), _int(1), _int(self.mtype), _int(phase),
-                         _int(self.n), a.ctypes.data, self.ia.ctypes.data, self.ja.ctypes.data,
-                         None, _int(B.shape[1]), self.iparm.ctypes.data, _int(0),
-                         B.ctypes.data, X.ctypes.data, ctypes.byref(err))
+        err = _call(self.lib, self.pt, self.mtype, phase, mnum, self.n, a, self.ia, self.ja,
+                    self.iparm, B, X)
         self.phases[phase] += 1
-        return int(err.value)
+        return err
 
-    def pivots(self, dtype):
-        """The diagonal of the current factorization (PARDISO's pivots), length n."""
+    def free_slot(self) -> int | None:
+        """A slot no live factor holds, or None when all ``MAX_FACTORS`` are in use."""
+        for m in range(1, MAX_FACTORS + 1):
+            ref = self.owners.get(m)
+            if ref is None or ref() is None:
+                return m
+        return None
+
+    def holds(self, factor, mnum: int) -> bool:
+        ref = self.owners.get(mnum)
+        return ref is not None and ref() is factor
+
+    def pivots(self, dtype, mnum: int):
+        """The diagonal of slot ``mnum``'s factorization (PARDISO's pivots), length n."""
         df = np.zeros(self.n, dtype=dtype)
         da = np.zeros(self.n, dtype=dtype)
         err = ctypes.c_int32(0)
-        self.lib.pardiso_getdiag(self.pt.ctypes.data, df.ctypes.data, da.ctypes.data, _int(1),
-                                 ctypes.byref(err))
+        self.lib.pardiso_getdiag(self.pt.ctypes.data, df.ctypes.data, da.ctypes.data,
+                                 _int(mnum), ctypes.byref(err))
         return df if err.value == 0 else None
 
     def close(self) -> None:
@@ -134,8 +163,11 @@ class _Handle:
 
 
 # ----- the algorithm -----------------------------------------------------------------------------
+@register("pardiso", "Intel oneMKL PARDISO: multithreaded supernodal LU / Cholesky",
+          ("sparse",), adjoint="the same factors (iparm(12))", jax=True,
+          requires=_unavailable)
 @dataclass(frozen=True)
-class Pardiso:
+class Pardiso(Algorithm):
     """Sparse direct solver PARDISO (Intel oneMKL, optional extra: ``pip install
     "linops[pardiso]"``). Multithreaded supernodal LU (or Cholesky for Hermitian positive
     definite problems), usually the fastest direct solver on one machine.
@@ -182,8 +214,13 @@ class Pardiso:
     -----
     ``sv.Auto`` picks PARDISO for sparse numpy problems from n = 2·10⁴ when it is installed. A
     failed ``update`` restores the previous numeric factorization on the shared handle, so the
-    cache stays usable (the state rule). The handle's memory is released when the cache is
-    garbage collected.
+    cache stays usable (the state rule); an update to another dtype kind (real → complex) or
+    precision is a full setup with the matching matrix type, never a real factor fed complex
+    values. ``sv.init(prob, sv.Pardiso(), like=cache)`` factorizes into another of the handle's
+    ``MAX_FACTORS`` slots (PARDISO's ``maxfct``/``mnum``): one analysis (phase 11) serves a
+    batch of matrices on one pattern. A slot is released (phase 0) when its factor is garbage
+    collected, the whole handle (phase −1) with its last factor; nothing references a factor
+    back, so no reference cycle keeps one alive.
 
     Examples
     --------
@@ -203,16 +240,18 @@ class Pardiso:
     pivot_rtol: float | None = None
 
     def __post_init__(self):
-        from ._direct import _check_rtol
-
-        _check_rtol(self.pivot_rtol, "pivot_rtol")
+        check_rtol(self.pivot_rtol, "pivot_rtol")
         if self.posdef not in (None, True, False):
             raise ValueError(f"Pardiso: posdef must be None, True or False, got "
                              f"posdef={self.posdef!r}")
 
-    def setup(self, A: lo.LinearOperator, prob) -> "_PardisoFactor":
+    def needs_hermitian(self, A, prob) -> bool:
+        """``posdef=True`` given explicitly: the definite types read one triangle only."""
+        return bool(self.posdef)
+
+    def _setup(self, A: lo.LinearOperator, prob) -> "PardisoFactor":
         """Open a PARDISO handle for A's pattern, run the analysis (phase 11) and the numeric
-        factorization (phase 22); ``prob``'s ``posdef`` hint picks the matrix type."""
+        factorization (phase 22); the matrix type follows ``posdef`` (checked)."""
         lib, reason = _mkl()
         if lib is None:
             raise BackendNotSupported(reason)
@@ -234,11 +273,11 @@ class Pardiso:
         if posdef is None:
             posdef = bool(prob is not None and prob.posdef)
             if posdef and not is_hermitian(A):
-                warn_caller(f"the problem says posdef={prob.posdef} but A is not Hermitian; "
+                from ._checks import hint_text
+
+                warn_caller(f"the problem says {hint_text(prob)} but A is not Hermitian; "
                             f"Pardiso uses its unsymmetric LU instead", HintWarning)
                 posdef = False
-        elif posdef:
-            _require_hermitian(A)
         dtype = precision(A.dtype)
         mtype = (4 if posdef else 13) if dtype.kind == "c" else (2 if posdef else 11)
         P = A.pattern
@@ -259,7 +298,9 @@ class Pardiso:
         if err:
             handle.close()
             raise _error(err, ANALYSIS, mtype)
-        return _PardisoFactor(handle, A, be, dtype, upper, self.pivot_rtol)
+        factor = PardisoFactor(handle, 1, A, be, dtype, upper, self.pivot_rtol)
+        factor.symbolic_analyses = 1
+        return factor
 
 
 def _structural_check(A: lo.Sparse) -> None:
@@ -276,17 +317,9 @@ def _structural_check(A: lo.Sparse) -> None:
                                   f"empty columns): A is singular. Check boundary conditions")
 
 
-def _require_hermitian(A) -> None:
-    from ._backend import require_hermitian
-
-    require_hermitian(A, "Pardiso(posdef=True)")
-
-
 def _values(A: lo.Sparse, dtype, upper):
     """A's values as PARDISO reads them: contiguous, in the factor dtype, upper triangle only
     for the symmetric types."""
-    from linops.internals import to_numpy
-
     v = to_numpy(A.values)
     if upper is not None:
         v = v[upper]
@@ -297,40 +330,43 @@ def _error(err: int, phase: int, mtype: int) -> Exception:
     """The exception for PARDISO error code ``err`` (singular, memory, or a SolveError)."""
     what = _ERRORS.get(err, "unknown error")
     if err in (-4, -7):
-        more = (" (not positive definite: drop posdef=True, or use Pardiso(posdef=False))"
-                if mtype in (2, 4) else "")
+        if mtype in (2, 4):
+            return not_posdef(f"Pardiso phase {phase} (mtype {mtype})", f" (error {err}, {what})")
         return SingularMatrixError(f"Pardiso phase {phase}: error {err}, {what}: the matrix is "
-                                   f"singular{more}. Check boundary conditions or regularise")
+                                   f"singular. Check boundary conditions or regularise")
     if err in (-2, -9):
         return MemoryError(f"Pardiso phase {phase}: error {err}, {what}; use sv.CG(precond="
                            f"sv.AMG()) for very large problems")
     return SolveError(f"Pardiso phase {phase}: error {err}, {what} (mtype {mtype})")
 
 
-class _PardisoFactor:
-    """The numeric factorization currently held by a shared :class:`_Handle`."""
+class PardisoFactor(Factor):
+    """The numeric factorization in slot ``mnum`` of a :class:`_Handle`."""
 
-    iterations = 0
-
-    def __init__(self, handle: _Handle, A: lo.Sparse, be, dtype, upper, pivot_rtol,
-                 restore: "_PardisoFactor | None" = None):
-        self.handle, self.be, self.dtype, self.upper, self.pivot_rtol = \
-            handle, be, np.dtype(dtype), upper, pivot_rtol
+    def __init__(self, handle: _Handle, mnum: int, A: lo.Sparse, be, dtype, upper, pivot_rtol,
+                 restore: "PardisoFactor | None" = None):
+        self.handle, self.mnum, self.be, self.dtype, self.upper, self.pivot_rtol = \
+            handle, mnum, be, np.dtype(dtype), upper, pivot_rtol
         self.kind = f"PARDISO (mtype {handle.mtype})"
+        self.requires_hermitian = handle.mtype in (2, 4)
         self.a = _values(A, self.dtype, upper)  # PARDISO reads A again in phase 33 (refinement)
-        err = handle.call(NUMERIC, self.a)
+        err = handle.call(NUMERIC, self.a, mnum)
         try:
             if err:
                 raise _error(err, NUMERIC, handle.mtype)
             self._pivot_check()
         except Exception:
             if restore is not None:  # a failed update leaves the cache's factorization intact
-                if handle.call(NUMERIC, restore.a) == 0:
-                    handle.owner = restore
+                if handle.call(NUMERIC, restore.a, mnum) == 0:
+                    handle.owners[mnum] = weakref.ref(restore)
                 else:
-                    handle.owner = None
+                    handle.owners.pop(mnum, None)
+            else:
+                _release(handle.lib, handle.pt, handle.mtype, handle.iparm, RELEASE_ONE, mnum)
             raise
-        handle.owner = self
+        handle.owners[mnum] = weakref.ref(self)
+        # a dropped factor frees its slot's numeric factors (the handle: with its last factor)
+        self._finalizer = weakref.finalize(self, _free_slot, handle, mnum, weakref.ref(self))
         self.nnz_factors = int(handle.iparm[17])      # iparm(18): nonzeros in the factors
         self.perturbed_pivots = int(handle.iparm[13])  # iparm(14)
 
@@ -343,7 +379,7 @@ class _PardisoFactor:
         rtol = rcond_tol(self.dtype) if self.pivot_rtol is None else self.pivot_rtol
         if rtol <= 0:
             return
-        df = self.handle.pivots(self.dtype)
+        df = self.handle.pivots(self.dtype, self.mnum)
         if df is None or df.size == 0:
             return
         d = np.abs(df)
@@ -358,9 +394,9 @@ class _PardisoFactor:
                 f"pivot_rtol=0 disables this check")
 
     def solve(self, B, trans: str):
-        # the handle holds one numeric factorization; an older factor must not solve with a newer
-        if self.handle.owner is not self:
-            raise RuntimeError("this PARDISO factor was replaced by a later update (its handle "
+        # a slot holds one numeric factorization; an older factor must not solve with a newer
+        if not self.handle.holds(self, self.mnum):
+            raise RuntimeError("this PARDISO factor was replaced by a later update (its slot "
                                "holds another matrix now); solve through the cache")
         be = self.be
         Bh = cast_rhs(be.to_host(B), self.dtype)
@@ -380,16 +416,40 @@ class _PardisoFactor:
         X = np.zeros_like(B, order="F")
         h.iparm[11] = _IPARM_TRANS[trans]
         try:
-            err = h.call(SOLVE, self.a, B, X)
+            err = h.call(SOLVE, self.a, self.mnum, B, X)
         finally:
             h.iparm[11] = 0
         if err:
             raise _error(err, SOLVE, h.mtype)
         return X
 
-    def refactor(self, A: lo.Sparse) -> "_PardisoFactor":
-        """Numeric refactorization (phase 22) on the kept analysis; the same pattern."""
-        if self.handle.mtype in (2, 4):
-            _require_hermitian(A)
-        return _PardisoFactor(self.handle, A, self.be, self.dtype, self.upper, self.pivot_rtol,
-                              restore=self)
+    def _refactor(self, A: lo.Sparse) -> "PardisoFactor":
+        """Numeric refactorization (phase 22) into this factor's slot; this factor is retired
+        (its solves refuse), or kept if the new factorization fails."""
+        self._finalizer.detach()  # the slot passes to the new factor (or back to this one)
+        try:
+            return PardisoFactor(self.handle, self.mnum, A, self.be, self.dtype, self.upper,
+                                 self.pivot_rtol, restore=self)
+        except Exception:
+            self._finalizer = weakref.finalize(self, _free_slot, self.handle, self.mnum,
+                                               weakref.ref(self))
+            raise
+
+    def _spawn(self, A: lo.Sparse) -> "PardisoFactor | None":
+        """A numeric factorization into a free slot of the same handle (no new analysis)."""
+        slot = self.handle.free_slot()
+        if slot is None:
+            return None
+        return PardisoFactor(self.handle, slot, A, self.be, self.dtype, self.upper,
+                             self.pivot_rtol)
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _free_slot(handle: _Handle, mnum: int, ref) -> None:
+    """Finalizer of a factor: release its slot's numeric factors if it still holds the slot."""
+    owner = handle.owners.get(mnum)
+    if owner is ref or owner is None or owner() is None:
+        handle.owners.pop(mnum, None)
+        _release(handle.lib, handle.pt, handle.mtype, handle.iparm, RELEASE_ONE, mnum)

@@ -97,6 +97,10 @@ class LinearProblem:
             v = getattr(self, name)
             if v is not None and not isinstance(v, (bool, np.bool_)):
                 raise TypeError(f"{name} must be True, False or None, got {name}={v!r}")
+        # the hints as given, for messages (posdef=True alone implies hermitian=True below)
+        object.__setattr__(self, "given_hints", {k: bool(getattr(self, k)) for k in
+                                                 ("hermitian", "posdef")
+                                                 if getattr(self, k) is not None})
         if self.posdef and self.hermitian is None:  # positive definite means Hermitian here
             object.__setattr__(self, "hermitian", True)
         if self.b is not None:

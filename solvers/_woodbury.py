@@ -13,7 +13,9 @@ from typing import Any
 import linops as lo
 from linops.internals import backend_of
 
+from ._contract import Algorithm, Factor
 from ._errors import SingularMatrixError, SolveError
+from ._registry import register
 
 
 def split_low_rank(A: lo.LinearOperator):
@@ -29,8 +31,10 @@ def split_low_rank(A: lo.LinearOperator):
     return None
 
 
+@register("woodbury", "B + U Vᴴ from B's factorization and a k×k capacitance system",
+          ("lowrank",), adjoint="the same formula on Bᴴ + V Uᴴ", jax=True)
 @dataclass(frozen=True)
-class Woodbury:
+class Woodbury(Algorithm):
     """Solve (B + U Vᴴ) x = b with B's factorization (``base``, default ``Auto``) and a k×k
     capacitance C = I + Vᴴ B⁻¹ U: x = B⁻¹b − B⁻¹U C⁻¹ Vᴴ B⁻¹ b. Setup: B's factorization, then
     k solves with B for C. Adjoint: the same formula on Bᴴ + V Uᴴ, whose capacitance is Cᴴ (k
@@ -70,21 +74,24 @@ class Woodbury:
 
     base: Any = None
 
-    def setup(self, A, prob):
-        """Split A into B + U Vᴴ and factorize B with ``base``."""
+    def _setup(self, A, prob) -> Factor:
+        """Split A into B + U Vᴴ and factorize B with ``base`` (its own checks included)."""
         parts = split_low_rank(A)
         if parts is None:
             raise SolveError(f"Woodbury needs A = B + LowRank(U, V), got {type(A).__name__}")
         B, U, V = parts
-        from ._auto import Auto
+        from ._registry import resolve
 
-        base = self.base if self.base is not None else Auto()
-        return _WoodburyFactor(base.setup(B, None), B, U, V)  # no hints hold for B alone
+        base = resolve(self.base)  # None: Auto
+        return WoodburyFactor(base.setup(B, None), B, U, V)  # no hints hold for B alone
 
 
-class _WoodburyFactor:
+class WoodburyFactor(Factor):
+    """B's factor ``inner`` and, per direction, the capacitance (made on first use)."""
+
     def __init__(self, inner, B, U, V):
         self.inner, self.B, self.U, self.V = inner, B, U, V
+        self.dtype = inner.dtype
         self.kind = f"Woodbury(rank {U.shape[1]}) over {getattr(inner, 'kind', type(inner).__name__)}"
         self.be = backend_of(U, V)
         self.xp = self.be.xp
@@ -122,11 +129,7 @@ class _WoodburyFactor:
 
     @property
     def last_status(self):
-        return getattr(self.inner, "last_status", None)
+        return self.inner.last_status
 
-    def refactor(self, A):
-        parts = split_low_rank(A)
-        if parts is None:
-            raise SolveError(f"Woodbury needs A = B + LowRank(U, V), got {type(A).__name__}")
-        B, U, V = parts
-        return _WoodburyFactor(self.inner.refactor(B), B, U, V)
+    def close(self) -> None:
+        self.inner.close()

@@ -104,7 +104,7 @@ def trees(draw, depth=4, dtype=np.complex128):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(trees())
 def test_random_trees_lazy_vs_dense(A):
-    from linops._queries import _dense_by_products
+    from linops._generics import _dense_by_products
 
     D = np.asarray(_dense_by_products(A))
     scale = max(1.0, np.abs(D).max())

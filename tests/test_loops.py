@@ -15,7 +15,7 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 from linops._affine import AffineSparse
-from solvers._precond import AMGReuse
+from solvers._amg import AMGReuse
 
 STEPS = 5
 

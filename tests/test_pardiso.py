@@ -176,9 +176,16 @@ def test_hints_and_hermitian_checks():
     cache = sv.init(sv.LinearProblem(S, np.ones(64), posdef=True), sv.Pardiso())
     assert cache.factor.handle.mtype == 2
     skew = sp.csr_array(S + sp.triu(S, 1) * 0.5)  # same pattern, not symmetric
-    with pytest.raises(sv.NotHermitianError):
+    # update is held to init's checks: the same hint on the same matrix at init warns and uses
+    # the unsymmetric type, so does the update (issue 16, finding 1: never mtype 2 on skew)
+    with pytest.warns(sv.HintWarning, match="not Hermitian"):
         cache.update(A=skew)
-    assert cache.generation == 0
+    assert cache.factor.handle.mtype == 11 and cache.generation == 1
+    np.testing.assert_allclose(skew @ cache.solve(), np.ones(64), atol=1e-10)
+    explicit = sv.init(sv.LinearProblem(S, np.ones(64)), sv.Pardiso(posdef=True))
+    with pytest.raises(sv.NotHermitianError):       # an explicit posdef=True raises, as at init
+        explicit.update(A=skew)
+    assert explicit.generation == 0 and explicit.factor.handle.mtype == 2
     with pytest.raises(sv.SingularMatrixError, match="not positive definite"):
         sv.init(sv.LinearProblem(sp.csr_array(sp.diags([1.0, -1.0, 2.0])), posdef=True),
                 sv.Pardiso())
@@ -223,5 +230,7 @@ def test_auto_prefers_pardiso_above_its_threshold():
     assert big.kind == "PARDISO (mtype 2)"
     small = sv.init(sv.LinearProblem(K, b, posdef=True), sv.Auto(pardiso_min=10**6))
     assert "PARDISO" not in small.kind
-    gen = sv.init(sv.LinearProblem(K, b), sv.Auto(pardiso_min=100))
-    assert gen.kind == "PARDISO (mtype 11)"
+    # no hint: the symmetry is checked, so the SPD family gets the definite type anyway
+    assert sv.init(sv.LinearProblem(K, b), sv.Auto(pardiso_min=100)).kind == "PARDISO (mtype 2)"
+    N = lo.aslinop(K.to_scipy() + sp.triu(K.to_scipy(), 1) * 0.1)   # same pattern, nonsymmetric
+    assert sv.init(sv.LinearProblem(N, b), sv.Auto(pardiso_min=100)).kind == "PARDISO (mtype 11)"

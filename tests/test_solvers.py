@@ -188,7 +188,10 @@ def test_krylov_capped_raises_with_history_and_cache_survives():
     assert "maxiter" in str(e.value)
     assert cache.stats.iterations == 3
     sol = sv.solve(sv.LinearProblem(A, b), sv.CG(maxiter=3), throw=False)
-    assert sol.status is sv.Status.MAX_ITERATIONS and sol.u is None
+    # the last iterate comes back with its status (scipy, lineax, LinearSolve.jl do the same)
+    assert sol.status is sv.Status.MAX_ITERATIONS and not sol.status.ok
+    np.testing.assert_array_equal(sol.u, e.value.iterate)
+    assert sol.u.shape == b.shape and not sol.u.flags.writeable and sol.cache.u is None
 
 
 def test_errors_leave_cache_usable():
@@ -251,14 +254,17 @@ def test_woodbury_matches_dense_and_factorizes_base_once(dtype):
 
 
 def test_auto_rules():
-    assert isinstance(sv.Auto().choose(lo.Dense(np.eye(3))), sv.LU)
+    # Hermitian stored matrices get Cholesky without hints (issue 19 item 6), others LU
+    assert isinstance(sv.Auto().choose(lo.Dense(np.eye(3))), sv.Cholesky)
+    assert isinstance(sv.Auto().choose(lo.Dense(np.triu(np.ones((3, 3))))), sv.LU)
     p = sv.LinearProblem(np.eye(3), np.ones(3), posdef=True)
     assert isinstance(sv.Auto().choose(p.A, p), sv.Cholesky)
     S = lo.aslinop(poisson(4))
     ps = sv.LinearProblem(S, np.ones(16), posdef=True)
     assert isinstance(sv.Auto().choose(S, ps), sv.Cholesky if sv.cholmod_available() else sv.LU)
     assert isinstance(sv.Auto(iterative_min=10).choose(S, ps), sv.CG)
-    assert isinstance(sv.Auto().choose(S), sv.LU)
+    assert isinstance(sv.Auto().choose(S), sv.Cholesky if sv.cholmod_available() else sv.LU)
+    assert isinstance(sv.Auto().choose(lo.aslinop(poisson(4) + sp.eye(16, k=1))), sv.LU)
     mf = lo.aslinop(lo.aslinearoperator(S))
     assert isinstance(sv.Auto().choose(mf), sv.GMRES)
     u = sv.solve(sv.LinearProblem(mf, np.ones(16))).u

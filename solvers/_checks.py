@@ -1,5 +1,5 @@
-"""What every solver needs from the backend table: the problem's backend, precision-aware
-tolerances, right-hand-side casting, finiteness checks and the Hermitian check.
+"""The checks and tolerances every solver shares: the problem's backend, precision-aware
+thresholds, right-hand-side casting, finiteness checks and the Hermitian check.
 
 All backend-specific calls go through ``linops.internals.Backend`` (the table); nothing here
 branches on the backend.
@@ -23,6 +23,8 @@ default_rtol      1e-8                  1e-5                  Krylov methods wit
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -134,30 +136,35 @@ def check_finite_operator(A: lo.LinearOperator) -> None:
         finite_or_raise(a, "A")
 
 
+@functools.singledispatch
 def hermitian_defect(A: lo.LinearOperator) -> tuple[float, float, tuple[int, int] | None]:
-    """(max|A − Aᴴ|, max|A|, position of the largest defect). O(nnz) for Sparse (a pattern that
-    is not symmetric counts as a defect of the unmatched entry), O(n²) otherwise."""
-    if isinstance(A, lo.Sparse):
-        v = to_numpy(A.values)
-        scale = float(np.abs(v).max(initial=0.0))
-        AH = A.adjoint()
-        # same pattern: compare values entry by entry in O(nnz); otherwise an unmatched entry is
-        # a defect of its own size, and scipy's difference finds it
-        if AH.pattern != A.pattern:
-            S = A.to_scipy()
-            D = (S - S.conj().T).tocoo()
-            k = int(np.argmax(np.abs(D.data))) if D.nnz else 0
-            return (float(np.abs(D.data).max(initial=0.0)), scale,
-                    (int(D.row[k]), int(D.col[k])) if D.nnz else None)
-        d = np.abs(to_numpy(AH.values) - v)
-        k = int(np.argmax(d)) if d.size else 0
-        pos = (int(A.pattern.rows[k]), int(A.pattern.indices[k])) if d.size else None
-        return float(d.max(initial=0.0)), scale, pos
+    """(max|A − Aᴴ|, max|A|, position of the largest defect); O(n²) for a dense A. Engines
+    register their own operator types (``lo.Sparse`` below, PETSc in ``solvers._petsc``)."""
     a = to_numpy(as_dense_array(A))
     d = np.abs(a - a.conj().T)
     k = np.unravel_index(int(np.argmax(d)), d.shape) if d.size else None
     return float(d.max(initial=0.0)), float(np.abs(a).max(initial=0.0)), \
         (tuple(int(i) for i in k) if k is not None else None)
+
+
+@hermitian_defect.register
+def _(A: lo.Sparse):
+    """O(nnz): a pattern that is not symmetric counts as a defect of the unmatched entry."""
+    v = to_numpy(A.values)
+    scale = float(np.abs(v).max(initial=0.0))
+    AH = A.adjoint()
+    # same pattern: compare values entry by entry in O(nnz); otherwise an unmatched entry is
+    # a defect of its own size, and scipy's difference finds it
+    if AH.pattern != A.pattern:
+        S = A.to_scipy()
+        D = (S - S.conj().T).tocoo()
+        k = int(np.argmax(np.abs(D.data))) if D.nnz else 0
+        return (float(np.abs(D.data).max(initial=0.0)), scale,
+                (int(D.row[k]), int(D.col[k])) if D.nnz else None)
+    d = np.abs(to_numpy(AH.values) - v)
+    k = int(np.argmax(d)) if d.size else 0
+    pos = (int(A.pattern.rows[k]), int(A.pattern.indices[k])) if d.size else None
+    return float(d.max(initial=0.0)), scale, pos
 
 
 def is_hermitian(A: lo.LinearOperator) -> bool:
@@ -171,6 +178,17 @@ def require_hermitian(A: lo.LinearOperator, who: str) -> None:
     defect, scale, pos = hermitian_defect(A)
     if defect > hermitian_tol(A.dtype) * max(scale, 1e-300):
         raise NotHermitianError(
-            f"{who} needs a Hermitian matrix, but max|A - Aᴴ| = {defect:.3g} at {pos} "
+            f"{who} needs a Hermitian matrix, but max|A - Aᴴ| = {defect:.3g}"
+            f"{f' at {pos}' if pos is not None else ''} "
             f"(max|A| = {scale:.3g}, allowed {hermitian_tol(A.dtype):.0e} relative); use "
             f"sv.LU() or sv.GMRES(). The hints hermitian=/posdef= never switch this check off")
+
+
+def hint_text(prob) -> str:
+    """The hints as the user gave them (``posdef=True`` alone, not the ``hermitian=True`` it
+    implies), for messages."""
+    given = getattr(prob, "given_hints", None)
+    if given is None:
+        given = {k: getattr(prob, k) for k in ("hermitian", "posdef")
+                 if getattr(prob, k, None) is not None}
+    return ", ".join(f"{k}={v}" for k, v in given.items()) or "no hints"

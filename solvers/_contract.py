@@ -1,0 +1,253 @@
+"""The solver contract: what an algorithm and its factor are, and the ONE validation path that
+every setup and every update goes through.
+
+An engine is one module written against two base classes:
+
+* :class:`Algorithm` — a frozen options record (``sv.LU()``, ``sv.CG(rtol=...)``). It declares
+  its requirements (:meth:`Algorithm.needs_hermitian`) and implements :meth:`Algorithm._setup`,
+  which factorizes a validated A. Its public :meth:`Algorithm.setup` is the base class's and is
+  not overridden (``tests/test_contract.py`` checks every registered algorithm).
+* :class:`Factor` — what ``_setup`` returns and a cache keeps: it solves ``op(A) X = B`` for
+  ``op`` in :attr:`Factor.modes` ('N', 'H', 'T') with the SAME factors, may reuse its symbolic
+  analysis for a matrix of the same structure (:meth:`Factor._refactor`, :meth:`Factor._spawn`)
+  and may know its log-determinant.
+
+:func:`prepare` is the path ``sv.init``, ``cache.update`` and ``sv.init(..., like=)`` share.
+In this order it checks: the dtype against the backend table, NaN/Inf in A (``check_finite``),
+the empty matrix (n = 0 is solved exactly by :class:`EmptyFactor`, whatever the algorithm);
+then it either REUSES a previous factor's symbolic analysis — only when the structure, the
+working precision (so the dtype kind too) and the backend are the same and the new A meets
+every requirement the previous factor was built on (a Hermitian factor needs a Hermitian A) —
+or runs a FULL setup, where the algorithm's declared requirements are checked before
+``_setup``. So an update is a setup that may reuse symbolic work, never a path with fewer
+checks: a Cholesky cache refuses a non-Hermitian update as its ``init`` does, ``Auto`` warns and
+falls back to LU exactly as at ``init``, and a real factor never receives complex values.
+
+>>> import numpy as np, solvers as sv
+>>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [1.0, 3.0]])), sv.Cholesky())
+>>> cache.update(A=np.array([[4.0, 1.0], [2.0, 3.0]]))
+Traceback (most recent call last):
+...
+solvers._errors.NotHermitianError: Cholesky needs a Hermitian matrix, but max|A - Aᴴ| = 1 ...
+>>> cache.solve(np.ones(2)).round(4).tolist()          # the failed update changed nothing
+[0.1818, 0.2727]
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+import linops as lo
+
+from ._checks import backend_of_problem, check_finite_operator, precision, require_hermitian
+from ._errors import BackendNotSupported
+
+MODES = frozenset("NHT")
+
+
+def structure_key(A: lo.LinearOperator):
+    """Hashable description of A's structure; equal keys allow a numeric refactorization.
+
+    None (never equal) for operators without a comparable structure, such as lazy ones."""
+    key = getattr(A, "structure_key", None)
+    if key is not None:
+        return key
+    if isinstance(A, lo.Sparse):
+        return ("sparse", A.pattern)
+    if isinstance(A, lo.Dense):
+        return ("dense", A.shape)
+    return None
+
+
+class Factor(abc.ABC):
+    """The state an algorithm's setup leaves: factors (or a preconditioner) that serve
+    ``op(A)⁻¹ B`` for ``op`` in :attr:`modes` without being rebuilt.
+
+    Subclasses implement :meth:`solve`; they may implement :meth:`_refactor` (numeric
+    refactorization on the same structure, ``update``), :meth:`_spawn` (a second factor on the
+    same symbolic analysis that leaves this one usable, ``init(..., like=)``) and
+    :meth:`logdet`. The attributes below are read by the cache and by ``adjoints``.
+
+    Attributes
+    ----------
+    kind : str
+        What was set up, in words ('SuperLU', 'CHOLMOD', 'CG + AMG(sa): ...').
+    dtype : numpy.dtype
+        The working precision of the factors.
+    modes : frozenset of {'N', 'H', 'T'}
+        The systems the factors solve: A, Aᴴ, Aᵀ (every engine here serves all three).
+    requires_hermitian : bool
+        The factors assume A = Aᴴ (Cholesky, PARDISO's definite types): a later A must be
+        Hermitian to reuse them, else ``prepare`` runs a full setup (whose checks then decide).
+    iterations : int
+        Krylov iterations so far (0 for direct methods).
+    last_status : Status or None
+        Of the last solve (``ACCURACY_LIMIT`` for an iterative one at the rounding level).
+    symbolic_analyses : int
+        Symbolic analyses this factor ran (0 when it reused one).
+    """
+
+    kind: str = ""
+    dtype: Any = None
+    modes: frozenset = MODES
+    requires_hermitian: bool = False
+    iterations: int = 0
+    last_status: Any = None
+    symbolic_analyses: int = 0
+    # set by prepare(): what the factor was built for (structure key, backend name, the
+    # working precision of the operator: CHOLMOD factors a float32 A in float64, say)
+    structure: Any = None
+    backend: Any = None
+    precision: Any = None
+
+    @abc.abstractmethod
+    def solve(self, B, trans: str):
+        """X with op(A) X = B, op = A, Aᴴ or Aᵀ for ``trans`` 'N', 'H', 'T'; B of shape (n, k)
+        with n, k ≥ 1 (the cache handles empty shapes), in the backend of A."""
+
+    def _refactor(self, A) -> "Factor | None":
+        """A factor for A (same structure, same precision: ``prepare`` checked) that reuses this
+        one's symbolic work; this one may stop working. None: not supported (full setup)."""
+        return self._spawn(A)
+
+    def _spawn(self, A) -> "Factor | None":
+        """Like :meth:`_refactor`, but this factor must stay usable (batches on one pattern).
+        None: not supported (a full setup with its own analysis)."""
+        return None
+
+    def logdet(self) -> tuple:
+        """(sign, log|det A|) from the factors; engines without one raise BackendNotSupported."""
+        raise BackendNotSupported(
+            f"log-determinant is not available from {self.kind or type(self).__name__}: it needs "
+            f"a direct factorization (sv.LU(), sv.Cholesky(), sv.Pardiso()) or a stochastic "
+            f"estimator for matrix-free operators")
+
+    def close(self) -> None:
+        """Release external resources now (PARDISO memory, PETSc objects); idempotent. The
+        garbage collector does the same when the factor is dropped."""
+
+
+class EmptyFactor(Factor):
+    """The factor of a 0×0 matrix: every solve returns an empty (0, k) result (exact)."""
+
+    kind = "empty (n = 0)"
+
+    def __init__(self, A):
+        self.dtype = precision(A.dtype)
+        self.be = backend_of_problem(A)
+
+    def solve(self, B, trans: str):
+        return self.be.xp.zeros(tuple(B.shape), dtype=np.result_type(self.dtype, B.dtype))
+
+    def _spawn(self, A) -> "EmptyFactor":
+        return EmptyFactor(A)
+
+
+class Algorithm(abc.ABC):
+    """An algorithm: frozen options plus a setup that returns a :class:`Factor`.
+
+    Subclasses (frozen dataclasses) implement :meth:`_setup` and declare their requirements in
+    :meth:`needs_hermitian`; they do not override :meth:`setup`. ``name`` is the registry slug
+    (``sv.solve(prob, "lu")``). An algorithm that composes others (``Auto``, ``Woodbury``) calls
+    their :meth:`setup`, so their requirements are checked too.
+    """
+
+    name: ClassVar[str] = ""
+
+    def needs_hermitian(self, A, prob) -> bool:
+        """True when this algorithm's factorization is valid only for a Hermitian A (checked
+        in O(nnz) before :meth:`_setup`; the hints ``hermitian=``/``posdef=`` never skip it)."""
+        return False
+
+    @property
+    def label(self) -> str:
+        """How messages name the algorithm."""
+        return type(self).__name__
+
+    def setup(self, A: lo.LinearOperator, prob=None) -> Factor:
+        """A full setup: the declared requirements, then :meth:`_setup` (an empty A gets an
+        :class:`EmptyFactor`). The cache reaches it through :func:`prepare`, which makes the
+        checks common to every algorithm first."""
+        if self.needs_hermitian(A, prob):
+            require_hermitian(A, self.label)
+        if A.shape[0] == 0:
+            return EmptyFactor(A)
+        factor = self._setup(A, prob)
+        if not isinstance(factor, Factor):
+            raise TypeError(f"{self.label}._setup returned {type(factor).__name__}, not a "
+                            f"solvers Factor")
+        return factor
+
+    @abc.abstractmethod
+    def _setup(self, A: lo.LinearOperator, prob) -> Factor:
+        """Factorize (or set up the preconditioner of) a validated, non-empty A."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What :func:`prepare` made: the factor and whether it reused a symbolic analysis."""
+
+    factor: Factor
+    reused: bool
+
+
+def prepare(alg: Algorithm, A: lo.LinearOperator, prob, *, previous: Factor | None = None,
+            keep_previous: bool = False, check_finite: bool = True) -> Prepared:
+    """The one validation path of ``init``, ``update`` and ``init(..., like=)``.
+
+    Parameters
+    ----------
+    alg : Algorithm
+    A : lo.LinearOperator
+        Square (``LinearProblem`` checked the shape).
+    prob : LinearProblem
+        Its hints.
+    previous : Factor, optional
+        A factor whose symbolic analysis may be reused (``update``: the cache's; ``like=``: the
+        other cache's).
+    keep_previous : bool
+        ``previous`` must stay usable (``like=``): :meth:`Factor._spawn` instead of
+        :meth:`Factor._refactor`.
+    check_finite : bool
+        Check A for NaN/Inf.
+
+    Returns
+    -------
+    Prepared
+
+    Raises
+    ------
+    BackendNotSupported, NonFiniteInputError, NotHermitianError, SingularMatrixError, ...
+        From the checks and the factorization; nothing is changed on failure.
+    """
+    be = backend_of_problem(A, getattr(prob, "b", None))
+    be.require_dtype(A.dtype, "solve")
+    if check_finite:
+        check_finite_operator(A)
+    key = structure_key(A)
+    factor = None
+    if previous is not None and _reusable(previous, A, key, be):
+        factor = previous._spawn(A) if keep_previous else previous._refactor(A)
+    reused = factor is not None
+    if factor is None:
+        factor = alg.setup(A, prob)
+    factor.structure, factor.backend, factor.precision = key, be.name, precision(A.dtype)
+    return Prepared(factor, reused)
+
+
+def _reusable(previous: Factor, A, key, be) -> bool:
+    """Whether A may reuse ``previous``'s symbolic work: the same structure, working
+    precision and backend, and every requirement ``previous`` was built on."""
+    if key is None or previous.structure != key or previous.backend != be.name:
+        return False
+    if precision(A.dtype) != previous.precision:  # another kind or precision: a full setup
+        return False
+    if previous.requires_hermitian:
+        from ._checks import is_hermitian
+
+        return is_hermitian(A)
+    return True

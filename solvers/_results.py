@@ -1,0 +1,190 @@
+"""Results of a solve: the :class:`Status` enum, the cache's :class:`CacheStats` counters and
+the :class:`Solution` record that ``sv.solve`` returns.
+
+A status says how a solve ended and what to do next; ``SUCCESS`` and ``ACCURACY_LIMIT`` carry a
+usable result, every other member is a failure (raised as the matching ``SolveError`` subclass,
+or returned with ``throw=False``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+class Status(enum.Enum):
+    """How a solve ended. ``SUCCESS`` and ``ACCURACY_LIMIT`` are results; the rest are failures
+    (raised as the matching :class:`SolveError`, or returned with ``throw=False``).
+
+    Each member's value is its message, which says what to do next (``status.message``).
+
+    ===============  ===========================================================================
+    SUCCESS          solved; for iterative methods the TRUE residual ‖b − A u‖ met the tolerance
+    ACCURACY_LIMIT   accepted although above the tolerance: the componentwise backward error is
+                     at the rounding level of the precision AND the iterate settled (another run
+                     does not improve it); see ``solvers._acceptance``
+    SINGULAR         a zero or tiny pivot (``pivot_rtol``), or a matrix that is not positive
+                     definite for Cholesky; raised as :class:`SingularMatrixError`
+    NOT_HERMITIAN    Cholesky or ``Pardiso(posdef=True)`` found A − Aᴴ too large;
+                     :class:`NotHermitianError`
+    MAX_ITERATIONS   an iterative method ran out of ``maxiter``; :class:`ConvergenceError`
+    STAGNATION       it claimed convergence, the true residual disagrees and restarts do not
+                     help; :class:`ConvergenceError`
+    BREAKDOWN        a Krylov breakdown (zero inner product, an indefinite preconditioner);
+                     :class:`ConvergenceError` (and the default of a bare :class:`SolveError`)
+    NONFINITE        the solve produced NaN/Inf (singular or badly scaled A)
+    NONFINITE_INPUT  A or the right-hand side holds NaN/Inf; :class:`NonFiniteInputError`
+    ===============  ===========================================================================
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> sol = sv.solve(sv.LinearProblem(np.array([[1.0, 2.0], [2.0, 4.0]]), [1.0, 1.0]),
+    ...                throw=False)
+    >>> sol.status.name, sol.status.ok, sol.u is None
+    ('SINGULAR', False, True)
+    >>> sol.status.message.split(";")[0]
+    'the matrix is singular to working precision (zero or tiny pivot)'
+    >>> [s.name for s in sv.Status if s.ok]
+    ['SUCCESS', 'ACCURACY_LIMIT']
+    """
+
+    SUCCESS = "solved to the requested tolerance"
+    ACCURACY_LIMIT = ("accepted at the limit of attainable accuracy: the true residual is above "
+                      "the requested tolerance, but every equation is satisfied to the rounding "
+                      "level of this precision (componentwise backward error) and another run "
+                      "does not improve the iterate; ask for a looser rtol, or use float64 / a "
+                      "better-conditioned formulation for more digits")
+    SINGULAR = ("the matrix is singular to working precision (zero or tiny pivot); check boundary "
+                "conditions / constraints (e.g. a pure-Neumann problem needs a fixed dof), or "
+                "regularise")
+    NOT_HERMITIAN = ("the algorithm needs a Hermitian matrix and A is not one; use sv.LU() or "
+                     "sv.GMRES() (hints such as posdef=True never switch this check off)")
+    MAX_ITERATIONS = ("the iterative method did not reach the tolerance within maxiter; add or "
+                      "strengthen a preconditioner (AMG, ILU), raise maxiter, or use a direct "
+                      "solver (LU, Cholesky)")
+    STAGNATION = ("the iterative method stopped improving the true residual above both the "
+                  "tolerance and the attainable accuracy (its own residual estimate drifted "
+                  "away from the true one); check that the preconditioner matches the method "
+                  "(CG needs a Hermitian positive definite M), or use GMRES or a direct solver")
+    BREAKDOWN = ("the Krylov method broke down (illegal input or a zero inner product); the "
+                 "matrix may be indefinite or singular: try GMRES or a direct solver")
+    NONFINITE = "the solve produced NaN/Inf; the matrix is singular or badly scaled"
+    NONFINITE_INPUT = "the input (A or the right-hand side) contains NaN/Inf"
+
+    @property
+    def message(self) -> str:
+        """What happened and what to do next (the member's value)."""
+        return self.value
+
+    @property
+    def ok(self) -> bool:
+        """True for the statuses that carry a usable result."""
+        return self in (Status.SUCCESS, Status.ACCURACY_LIMIT)
+
+
+@dataclass
+class CacheStats:
+    """Counters of one cache (for tests and benchmarks); ``sv.Stats`` is a deprecated alias.
+
+    The object is the cache's own, updated in place: ``sol.stats`` and ``sol.cache.stats`` are
+    the same object and keep counting as the cache is reused. They are how the library proves
+    "factorize once": a pullback adds one ``adjoint_solves`` and no ``factorizations``.
+
+    Attributes
+    ----------
+    factorizations : int
+        Full setups: ``init`` and every ``update`` that could not reuse the previous structure
+        (another pattern, another dtype kind or precision, a factor whose requirements the new
+        A does not meet).
+    numeric_refactorizations : int
+        Numeric factorizations on a kept symbolic analysis: ``update`` with the same structure,
+        and ``init(prob, alg, like=other)``.
+    symbolic_analyses : int
+        Symbolic analyses this cache ran (fill-reducing ordering and elimination tree: SuperLU's
+        COLAMD, CHOLMOD's analyze, PARDISO's phase 11; an AMG aggregation); 0 for dense
+        factorizations and for a cache made with ``like=``.
+    fallbacks : int
+        Setups whose symmetric/definite factorization found A indefinite and that fell back to
+        the general one (``sv.Auto``): one more factorization each, counted in
+        ``factorizations`` once.
+    solves, adjoint_solves, transpose_solves : int
+        Successful calls of ``solve``, ``solve_adjoint``, ``solve_transpose`` (a call with
+        k right-hand sides counts once).
+    iterations : int
+        Krylov (or AMG cycle) iterations over all solves, failed ones and acceptance checks
+        included; 0 for direct methods.
+    setup_seconds, solve_seconds : float
+        Wall time spent in setups and in solves.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]])), sv.LU())
+    >>> _ = cache.solve(np.ones(2)), cache.solve_adjoint(np.ones(2))
+    >>> s = cache.stats
+    >>> s.factorizations, s.solves, s.adjoint_solves, s.iterations
+    (1, 1, 1, 0)
+    """
+
+    factorizations: int = 0
+    numeric_refactorizations: int = 0
+    symbolic_analyses: int = 0
+    fallbacks: int = 0
+    solves: int = 0
+    adjoint_solves: int = 0
+    transpose_solves: int = 0
+    iterations: int = 0
+    setup_seconds: float = 0.0
+    solve_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Result of ``sv.solve``.
+
+    Attributes
+    ----------
+    u : array of shape b.shape, or None
+        Read-only, in the dtype ``result_type(A.dtype, b.dtype, float32)``. With
+        ``throw=False`` and an iterative method that failed (``MAX_ITERATIONS``,
+        ``STAGNATION``, ``BREAKDOWN``), ``u`` is the LAST ITERATE, as scipy, lineax and
+        LinearSolve.jl return it (inexact Newton methods use it) — check ``status.ok`` before
+        you trust it; None when there is no iterate (a failed factorization, NaN/Inf).
+    status : Status
+        ``SUCCESS``, ``ACCURACY_LIMIT``, or with ``throw=False`` the failure.
+    stats : CacheStats
+        The cache's counters (the same object as ``cache.stats``: it keeps counting).
+    cache : LinearCache or None
+        Reuse it for more right-hand sides, adjoint solves and pullbacks; None only when the
+        factorization itself failed.
+    generation : int
+        ``cache.generation`` when ``u`` was computed; see :attr:`current`.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv, adjoints as ad
+    >>> sol = sv.solve(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]), [1.0, 2.0]))
+    >>> sol.u.round(3).tolist(), sol.status.name, sol.current
+    ([0.1, 0.6], 'SUCCESS', True)
+    >>> ad.solve_pullback(sol, np.ones(2)).b.round(3).tolist()   # λ = A⁻ᴴ 1, same factors
+    [0.1, 0.3]
+    >>> sol.stats.factorizations, sol.stats.adjoint_solves
+    (1, 1)
+    """
+
+    u: Any
+    status: Status
+    stats: CacheStats
+    cache: Any
+    generation: int = 0
+
+    @property
+    def current(self) -> bool:
+        """True while the cache still holds the A this solution was computed with.
+
+        False after ``sol.cache.update(A=...)``; pullbacks of a solution that is not current
+        raise ``StaleSolutionError``. (A new b alone keeps it current: ``u`` still belongs to
+        the cache's A, and pullbacks need only A.)
+        """
+        return self.cache is not None and self.cache.generation == self.generation

@@ -1,0 +1,25 @@
+"""The interface ``adjoints`` builds on: solvers' contract, registry and shared rules.
+
+Not user API (no stability promise to users), but the one place ``adjoints`` imports solvers
+internals from, so that solvers can reorganise its private modules freely (the layer test,
+``tests/test_layers.py``, checks that nothing else is imported).
+"""
+
+from ._acceptance import attainable as attainable
+from ._acceptance import backward_error as backward_error
+from ._acceptance import verdict as verdict
+from ._checks import default_rtol as default_rtol
+from ._checks import eps as eps
+from ._checks import hermitian_tol as hermitian_tol
+from ._checks import precision as precision
+from ._checks import rcond_tol as rcond_tol
+from ._contract import Algorithm as Algorithm
+from ._contract import EmptyFactor as EmptyFactor
+from ._contract import Factor as Factor
+from ._contract import structure_key as structure_key
+from ._registry import Entry as Entry
+from ._registry import entries as entries
+from ._registry import entry as entry
+from ._registry import entry_of as entry_of
+from ._registry import resolve as resolve
+from ._woodbury import split_low_rank as split_low_rank
