@@ -744,8 +744,8 @@ def _element_pattern(ds, nf: int) -> Pattern:
     it = index_dtype(int(nlive.sum()), (ne, nf))
     indptr = np.zeros(ne + 1, dtype=it)
     np.cumsum(nlive, out=indptr[1:])
-    Et = sp.csr_array((np.ones(int(indptr[-1]), dtype=bool), ds[live].astype(it, copy=False), indptr),
-                      shape=(ne, nf))
+    Et = sp.csr_array((np.ones(int(indptr[-1]), dtype=bool), ds[live].astype(it, copy=False),
+                       indptr), shape=(ne, nf))
     KP = Et.T.tocsr() @ Et
     # E Eᵀ is symmetric: its transpose (a counting sort, cheaper than sorting every row) is
     # itself with each row's columns in order
