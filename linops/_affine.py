@@ -347,12 +347,16 @@ class AffineSparse:
         >>> fam(np.array([1.0, 2.0])).to_scipy().toarray().tolist()
         [[3.0, -2.0], [-2.0, 2.0]]
         """
-        rows, cols, values, param, n, P = _check_coo(rows, cols, values, param, shape, n_params)
+        rows, cols, values, param, n = _check_coo(rows, cols, values, param, shape)
         bc = _Dirichlet(n, fixed, fixed_values)
-        blocks = _element_blocks(rows, cols, values, param, P)
-        if blocks is not None:
-            pattern, MH, lift = _element_maps(blocks[0], blocks[1], bc, P)
+        blocks = _element_blocks(rows, cols, values, param, n_params)
+        if blocks is not None:          # the ranges follow from the blocks' dofs and count
+            Ke, dofs = blocks
+            P = dofs.shape[0] if n_params is None else int(n_params)
+            _check_range("rows and cols", dofs, n, f"shape={(n, n)}")
+            pattern, MH, lift = _element_maps(Ke, dofs, bc, P)
         else:
+            P = _check_coo_ranges(rows, cols, param, n, n_params)
             pattern, MH, lift = _coo_maps(rows, cols, values, param, bc, P)
         return cls._assembled(pattern, MH, _offset(offset, bc), bc, lift)
 
@@ -710,27 +714,29 @@ def _element_maps(Ke, dofs, bc: _Dirichlet, n_params: int):
     """(pattern, Mᴴ, Bᴴ or None) of an element family; elements that repeat a dof go through
     the general COO route."""
     ne, k = dofs.shape
-    order, sd = _sorted_dofs(dofs)
-    if k > 1 and ne and bool(np.any(sd[:, 1:] == sd[:, :-1])):
+    order, ds = _sorted_dofs(dofs, bc.newidx)            # free numbers, -1 for fixed dofs
+    if order is None:                                    # an element repeats a dof
         return _coo_maps(*_element_triplets(Ke, dofs), bc, n_params)
-    ds = bc.newidx[sd]                                  # free numbers, -1 for fixed dofs
-    del sd
     pattern = _element_pattern(ds, bc.nf)
     MH = _element_map(Ke, order, ds, pattern, n_params)
     lift = _element_lift(Ke, dofs, bc, n_params) if bc.g is not None else None
     return pattern, MH, lift
 
 
-def _sorted_dofs(dofs):
-    """Each element's dofs in ascending order, and the permutation: one (k,) permutation when
-    all elements share it (structured meshes: no per-element sort), else (ne, k)."""
+def _sorted_dofs(dofs, newidx):
+    """(order, ds): each element's dofs in ascending order — one (k,) permutation when all
+    elements share it (structured meshes: no per-element sort), else (ne, k) — and their
+    free numbers ``newidx[dofs]`` in that order; (None, None) if an element repeats a dof.
+    The common order is checked column pair by column pair (no sorted copy of dofs)."""
     ne, k = dofs.shape
     p0 = np.argsort(dofs[0], kind="stable") if ne else np.arange(k)
-    sd = dofs[:, p0]
-    if k < 2 or bool(np.all(sd[:, 1:] > sd[:, :-1])):
-        return p0, sd
+    if k < 2 or all(bool(np.all(dofs[:, p0[a + 1]] > dofs[:, p0[a]])) for a in range(k - 1)):
+        return p0, np.take(newidx, dofs)[:, p0]
     order = np.argsort(dofs, axis=1, kind="stable")
-    return order, np.take_along_axis(dofs, order, axis=1)
+    sd = np.take_along_axis(dofs, order, axis=1)
+    if bool(np.any(sd[:, 1:] == sd[:, :-1])):
+        return None, None
+    return order, newidx[sd]
 
 
 def _element_pattern(ds, nf: int) -> Pattern:
@@ -747,9 +753,8 @@ def _element_pattern(ds, nf: int) -> Pattern:
     Et = sp.csr_array((np.ones(int(indptr[-1]), dtype=bool), ds[live].astype(it, copy=False),
                        indptr), shape=(ne, nf))
     KP = Et.T.tocsr() @ Et
-    # E Eᵀ is symmetric: its transpose (a counting sort, cheaper than sorting every row) is
-    # itself with each row's columns in order
-    KP = KP.T.tocsr()
+    del Et
+    KP.sort_indices()               # in place: a transposed copy would be one more fresh K
     return _adopt(KP.indptr, KP.indices, (nf, nf))
 
 
@@ -875,8 +880,9 @@ def _element_triplets(Ke, dofs):
 
 
 # ----- COO triplets -----------------------------------------------------------------------------
-def _check_coo(rows, cols, values, param, shape, n_params):
-    """Validated flat (rows, cols, values, param), n and p; a COOData is unpacked here."""
+def _check_coo(rows, cols, values, param, shape):
+    """Flat (rows, cols, values, param) of checked lengths and dtypes, and n; a COOData is
+    unpacked here. Index ranges are checked by the route that takes them."""
     import scipy.sparse as sp
 
     if sp.issparse(rows) or isinstance(rows, Sparse):
@@ -938,18 +944,25 @@ def _check_coo(rows, cols, values, param, shape, n_params):
         raise TypeError(f"from_coo: values must be numbers, got dtype={vals.dtype}")
     if vals.dtype.kind in "biu":
         arrays["values"] = vals.astype(np.float64)
-    for name in ("rows", "cols"):
-        a = arrays[name]
-        if N and (a.min() < 0 or a.max() >= n):
-            raise ShapeError(f"from_coo: {name} out of range [0, {n}) for shape={shape}: "
-                             f"min={a.min()}, max={a.max()}")
-    p = arrays["param"]
-    pmax = int(p.max()) if N else -1
+    return arrays["rows"], arrays["cols"], arrays["values"], arrays["param"], n
+
+
+def _check_range(name: str, a, n: int, what: str) -> None:
+    if a.size and (a.min() < 0 or a.max() >= n):
+        raise ShapeError(f"from_coo: {name} out of range [0, {n}) for {what}: min={a.min()}, "
+                         f"max={a.max()}")
+
+
+def _check_coo_ranges(rows, cols, param, n: int, n_params) -> int:
+    """Range checks of general triplets; returns p (``max(param) + 1`` by default)."""
+    _check_range("rows", rows, n, f"shape={(n, n)}")
+    _check_range("cols", cols, n, f"shape={(n, n)}")
+    pmax = int(param.max()) if param.size else -1
     P = pmax + 1 if n_params is None else int(n_params)
-    if N and (p.min() < 0 or pmax >= P):
+    if param.size and (param.min() < 0 or pmax >= P):
         raise ShapeError(f"from_coo: param out of range [0, {P}) (n_params={n_params}): "
-                         f"min={p.min()}, max={pmax}")
-    return arrays["rows"], arrays["cols"], arrays["values"], p, n, P
+                         f"min={param.min()}, max={pmax}")
+    return P
 
 
 def _element_blocks(rows, cols, values, param, P):
@@ -958,7 +971,7 @@ def _element_blocks(rows, cols, values, param, P):
     or entry after entry (scikit-fem: param = 0 … ne−1 repeated); else None. O(N) checks."""
     N = rows.size
     ne = int(param[-1]) + 1 if N else 0
-    if ne < 1 or N % ne or ne > P:
+    if ne < 1 or N % ne or (P is not None and ne > P):
         return None
     L = N // ne
     k = int(round(L ** 0.5))

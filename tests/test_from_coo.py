@@ -182,6 +182,9 @@ def test_from_coo_bad_input_is_named():
         lo.AffineSparse.from_coo(r, c, v, shape=2)
     with pytest.raises(lo.ShapeError, match=r"fixed dofs out of range \[0, 2\)"):
         lo.AffineSparse.from_coo(r, c, v, p, shape=2, fixed=[2])
+    iK, jK, sK, pK = top88_triplets(np.ones((2, 2, 2)), np.array([[0, 1], [1, 2]]))
+    with pytest.raises(lo.ShapeError, match=r"rows and cols out of range \[0, 2\).*max=2"):
+        lo.AffineSparse.from_coo(iK, jK, sK, pK, shape=2)             # element blocks
     with pytest.raises(TypeError, match="got a sparse matrix \\(csr_array\\).*from_terms"):
         lo.AffineSparse.from_coo(sp.csr_array(np.eye(2)), shape=2)
     with pytest.raises(lo.ShapeError, match=r"offset.shape=\(3, 3\) but the family's shape=\(1, 1\)"):
