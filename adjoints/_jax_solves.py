@@ -45,9 +45,9 @@ _SINGULAR = register_message(
     "conditions (a pure-Neumann problem needs one fixed dof) or regularise; pivot_rtol=0 "
     "disables this check")
 _NOT_PD = register_message(
-    sv.SingularMatrixError,
+    sv.NotPositiveDefiniteError,
     "Cholesky (adjoints.jax): the matrix is not positive definite (the factorization broke down "
-    "at pivot {0}); use LU (alg=sv.LU()) for indefinite matrices")
+    "at pivot {0}): it is singular or indefinite; use LU (alg=sv.LU()) for indefinite matrices")
 _NOT_HERM = register_message(
     sv.NotHermitianError,
     "Cholesky (adjoints.jax) needs a Hermitian matrix, but max|A - Aᴴ| = {0:.3g} at ({1}, {2}) "

@@ -16,7 +16,7 @@ import numpy as np
 from ._backend import namespace, snapshot
 from ._base import LinearOperator
 from ._errors import ShapeError
-from ._generics import _inner, _inner_split_k, _sample, _to_dense, conjugate
+from ._generics import _inner, _inner_split_k, _sample, _to_dense, conjugate, low_rank_split, structure
 from ._pytree import _set, operator
 
 
@@ -273,3 +273,22 @@ def _(K: Sum, G: LinearOperator):
 def _(K: Scaled, G: LinearOperator):
     # ⟨G, c K⟩ = c ⟨G, K⟩: linear in the second argument
     return K.c * _inner_split_k(K.A, G)
+
+
+@low_rank_split.register
+def _(A: Sum):
+    """(B, U, V) when exactly one term is low rank (two would need their sum's factors)."""
+    from ._lowrank import LowRank, RankOne
+
+    low = [t for t in A.terms if isinstance(t, (LowRank, RankOne))]
+    if len(low) != 1:
+        return None
+    rest = [t for t in A.terms if t is not low[0]]
+    B = rest[0] if len(rest) == 1 else Sum(tuple(rest))
+    U, V = low[0].factors()
+    return B, U, V
+
+
+@structure.register
+def _(A: Sum):
+    return "lowrank" if low_rank_split(A) is not None else "matrixfree"

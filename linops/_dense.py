@@ -10,10 +10,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import conj, snapshot
+from ._backend import conj, namespace, snapshot
 from ._base import LinearOperator
 from ._errors import ShapeError
-from ._generics import _sample, _to_dense, conjugate
+from ._generics import (_sample, _to_dense, abs_apply, conjugate, dense_array, structure,
+                        structure_key, with_dtype)
 from ._pytree import _set, operator
 
 
@@ -88,3 +89,30 @@ def _(A: Dense):
 @_sample.register
 def _(A: Dense, rows, cols):
     return A.a[rows, cols]
+
+
+@structure.register
+def _(A: Dense):
+    return "dense"
+
+
+@dense_array.register
+def _(A: Dense):
+    return A.a
+
+
+@abs_apply.register
+def _(A: Dense, X, adjoint: bool = False):
+    xp = namespace(A.a)
+    a = xp.abs(A.a)
+    return (a.T if adjoint else a) @ xp.abs(X)
+
+
+@with_dtype.register
+def _(A: Dense, dtype):
+    return Dense(A.a.astype(dtype))
+
+
+@structure_key.register
+def _(A: Dense):
+    return ("dense", A.shape)

@@ -14,7 +14,7 @@ import numpy as np
 from ._backend import backend_of, conj, snapshot
 from ._base import LinearOperator, check_shape
 from ._errors import ShapeError
-from ._generics import _sample, _to_dense, conjugate
+from ._generics import _sample, _to_dense, abs_apply, conjugate, diagonal_of, structure, with_dtype
 from ._pytree import _set, operator
 
 
@@ -207,3 +207,36 @@ def _(A: Identity, rows, cols):
 def _(A: Zero, rows, cols):
     xp = backend_of(rows).xp
     return xp.zeros(rows.shape, dtype=A.dtype)
+
+
+@structure.register(Diagonal)
+@structure.register(Identity)
+def _(A):
+    return "diagonal"
+
+
+@diagonal_of.register
+def _(A: Diagonal):
+    return A.d
+
+
+@diagonal_of.register
+def _(A: Identity):
+    return None
+
+
+@abs_apply.register
+def _(A: Diagonal, X, adjoint: bool = False):
+    xp = backend_of(A.d).xp
+    d = xp.abs(A.d)
+    return d * xp.abs(X) if X.ndim == 1 else d[:, None] * xp.abs(X)
+
+
+@with_dtype.register
+def _(A: Diagonal, dtype):
+    return Diagonal(A.d.astype(dtype))
+
+
+@with_dtype.register
+def _(A: Identity, dtype):
+    return Identity(A.n, dtype=dtype)

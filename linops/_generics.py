@@ -24,6 +24,19 @@ module registers its own rules beside the operator, so everything about ``LowRan
 
 None of the fallbacks builds an m×n array except ``_to_dense`` and the last resort of
 ``_inner_by_k``, which keeps :data:`DENSE_LIMIT`.
+
+Structure queries — what ``solvers`` and ``adjoints`` branch on instead of concrete operator
+types (``linops.internals`` exports them):
+
+- :func:`structure` — 'dense', 'sparse', 'diagonal', 'lowrank' (B + one low-rank term),
+  'petsc' or 'matrixfree' (the fallback): the vocabulary of the solvers' registry.
+- :func:`csr_parts`, :func:`dense_array`, :func:`diagonal_of`, :func:`low_rank_split` — the
+  stored arrays of a structure (None where A has no such structure).
+- :func:`abs_apply` — |A| X (or |A|ᵀ X) for operators that store their entries, else None.
+- :func:`adjoint_view` — the cheapest Aᴴ to apply (Sparse: its native transposed view).
+- :func:`with_dtype` — A with its arrays cast (stored operators only).
+- :func:`structure_key` — a hashable key, equal for operators a numeric refactorization may
+  share (a Sparse's pattern, a Dense's shape), None for lazy ones.
 """
 
 from __future__ import annotations
@@ -38,6 +51,70 @@ from ._pytree import backend_of_operator
 
 DENSE_LIMIT = 2**26  # entries; above this to_dense refuses unless allow_dense=True
 _CHUNK_BYTES = 32 * 2**20
+
+
+# ----- structure queries -------------------------------------------------------------------------
+@singledispatch
+def structure(A) -> str:
+    """How A is stored: 'dense', 'sparse', 'diagonal', 'lowrank', 'petsc'; 'matrixfree' for
+    an operator known only by its products (the fallback).
+
+    >>> import numpy as np, linops as lo
+    >>> structure(lo.Dense(np.eye(2))), structure(lo.Identity(2)), structure(lo.Zero((2, 2)))
+    ('dense', 'diagonal', 'matrixfree')
+    """
+    return "matrixfree"
+
+
+@singledispatch
+def csr_parts(A):
+    """(values, pattern) of a sparse operator, else None."""
+    return None
+
+
+@singledispatch
+def dense_array(A):
+    """The 2-D array of a dense operator, else None."""
+    return None
+
+
+@singledispatch
+def diagonal_of(A):
+    """(d,) of a diagonal operator — None for the identity — else raises TypeError."""
+    raise TypeError(f"{type(A).__name__} is not a diagonal operator (lo.Diagonal / lo.Identity)")
+
+
+@singledispatch
+def low_rank_split(A):
+    """(B, U, V) when A = B + U Vᴴ with exactly one low-rank term, else None."""
+    return None
+
+
+@singledispatch
+def abs_apply(A, X, adjoint: bool = False):
+    """|A| X (|A|ᵀ X when ``adjoint``) for an operator that stores its entries, else None: the
+    scale of the componentwise backward error of an iterative solution."""
+    return None
+
+
+@singledispatch
+def adjoint_view(A):
+    """Aᴴ as the cheapest operator to apply; ``A.adjoint()`` unless A has a better view."""
+    return A.adjoint()
+
+
+@singledispatch
+def with_dtype(A, dtype):
+    """A with its stored arrays cast to ``dtype``; TypeError for an operator that stores none
+    (a lazy operator cannot be cast without evaluating it)."""
+    raise TypeError(f"A has dtype {A.dtype}; linear solves need a floating or complex operator")
+
+
+@singledispatch
+def structure_key(A):
+    """Hashable description of A's structure: equal keys allow a numeric refactorization;
+    None (never equal) for operators without a comparable structure."""
+    return getattr(A, "structure_key", None)
 
 
 # ----- conjugate ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._base import LinearOperator
 from ._errors import BackendNotSupported, ShapeError, UnsupportedOperandError
-from ._generics import _to_dense, conjugate
+from ._generics import _to_dense, conjugate, structure
 from ._pytree import _set, operator
 
 
@@ -166,3 +166,8 @@ def aslinop_petsc(x: Any) -> PETScMatrix:
         raise UnsupportedOperandError("a PETSc Vec is not an operator; pass its owned slice "
                                       "(vec.array) where an array is expected")
     raise UnsupportedOperandError(f"cannot wrap petsc4py {type(x).__name__}; only Mat is an operator")
+
+
+@structure.register
+def _(A: PETScMatrix):
+    return "petsc"

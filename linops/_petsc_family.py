@@ -186,6 +186,9 @@ class PETScElementFamily:
             bad = int(np.flatnonzero(~np.isfinite(theta))[0])
             raise ValueError(f"theta[{bad}] = {theta[bad]} (element {self.element_offset + bad})")
         N, nl = self.shape[0], self.local_shape[0]
+        # petsc4py 3.18 keeps a dropped Mat as "garbage" until a collective cleanup: this call is
+        # collective, so the matrices of earlier calls that nobody holds any more go here
+        PETSc.garbage_cleanup(self.comm)
         M = PETSc.Mat().createAIJ(((nl, N), (nl, N)), nnz=(self.d_nnz, self.o_nnz), comm=self.comm)
         M.setOption(PETSc.Mat.Option.NEW_NONZERO_ALLOCATION_ERR, True)
         shared = self.Ke.ndim == 2

@@ -9,6 +9,11 @@ decorated with :func:`operator` (a frozen dataclass and a jax pytree), and regis
 rules on the generics of ``linops._generics``: ``sample_generic`` (entries at (row, col)
 positions; it gives ``sample``, ``diagonal``, ``trace`` and ``project``), ``to_dense_generic``,
 ``inner_generic`` (⟨G, K⟩ by G's type) and ``conjugate`` (conj(A), for ``.conj()`` and ``.T``).
+
+Structure queries (branch on these, not on concrete operator types): ``structure`` ('dense',
+'sparse', 'diagonal', 'lowrank', 'petsc', 'matrixfree'), ``csr_parts``, ``dense_array``,
+``diagonal_of``, ``low_rank_split``, ``abs_apply`` (|A| X), ``adjoint_view`` (the cheapest Aᴴ),
+``with_dtype`` and ``structure_key``.
 """
 
 from ._backend import BACKEND_NAMES as BACKEND_NAMES
@@ -31,7 +36,16 @@ from ._errors import UnsupportedOperandError as UnsupportedOperandError
 from ._generics import _inner as inner_generic
 from ._generics import _sample as sample_generic
 from ._generics import _to_dense as to_dense_generic
+from ._generics import abs_apply as abs_apply
+from ._generics import adjoint_view as adjoint_view
 from ._generics import conjugate as conjugate
+from ._generics import csr_parts as csr_parts
+from ._generics import dense_array as dense_array
+from ._generics import diagonal_of as diagonal_of
+from ._generics import low_rank_split as low_rank_split
+from ._generics import structure as structure
+from ._generics import structure_key as structure_key
+from ._generics import with_dtype as with_dtype
 from ._pytree import array_leaves as array_leaves
 from ._pytree import backend_of_operator as backend_of_operator
 from ._pytree import ensure_jax_pytrees as ensure_jax_pytrees

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import linops as lo
+from linops.internals import structure
 
 from ._checks import backend_of_problem, hint_text, is_hermitian
 from ._contract import Algorithm, Factor
@@ -18,7 +19,7 @@ from ._errors import HintWarning, NotPositiveDefiniteError, warn_caller
 from ._krylov import CG, GMRES
 from ._amg import AMG
 from ._registry import entry, register
-from ._woodbury import Woodbury, split_low_rank
+from ._woodbury import Woodbury
 
 
 @register("auto", "the default: chooses by structure, size, what is installed and checked hints",
@@ -126,11 +127,12 @@ class Auto(Algorithm):
         """
         posdef = bool(prob is not None and prob.posdef)
         hermitian = bool(prob is not None and prob.hermitian)
-        if isinstance(A, (lo.Diagonal, lo.Identity)):
+        kind = structure(A)
+        if kind == "diagonal":
             return DiagonalSolve()
-        if split_low_rank(A) is not None:
+        if kind == "lowrank":
             return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min))
-        stored = isinstance(A, (lo.Dense, lo.Sparse)) or A.shape[0] <= self.dense_max
+        stored = kind in ("dense", "sparse") or A.shape[0] <= self.dense_max
         if not stored:  # a lazy operator's hint goes to CG unchecked; CG's true residual checks
             return CG(rtol=self.rtol) if posdef and hermitian else GMRES(rtol=self.rtol)
         # stored entries: Hermitian is checked (O(nnz)), with or without a hint
@@ -139,7 +141,7 @@ class Auto(Algorithm):
             warn_caller(f"the problem says {hint_text(prob)} but A is not Hermitian; solving "
                         f"with LU instead", HintWarning)
             posdef = False
-        if isinstance(A, lo.Sparse):
+        if kind == "sparse":
             be = backend_of_problem(A)
             if posdef and A.shape[0] > self.iterative_min and be.capability("amg") is None:
                 return CG(rtol=self.rtol, precond=AMG())
@@ -151,24 +153,44 @@ class Auto(Algorithm):
             return LU()
         return Cholesky() if sym else LU()
 
-    def _setup(self, A, prob) -> Factor:
-        """``choose``, then the chosen algorithm's setup; a definite factorization of an
-        indefinite Hermitian A falls back to the general one (warned when a hint said
-        positive definite)."""
+    def plan(self, A, prob):
+        """:meth:`choose`, with a symmetric/definite choice wrapped so that an indefinite A
+        falls back to the general factorization (counted, and warned when a hint said
+        positive definite). Made at ``init`` and at every ``update``."""
         alg = self.choose(A, prob)
+        general = _general(alg)
+        return alg if general is None else Fallback(alg, general)
+
+    def _setup(self, A, prob) -> Factor:
+        """The plan's setup (``Auto`` used directly, e.g. as Woodbury's base)."""
+        return self.plan(A, prob).setup(A, prob)
+
+
+@dataclass(frozen=True)
+class Fallback(Algorithm):
+    """``first`` (a symmetric/definite factorization), or ``general`` when ``first`` finds A
+    Hermitian but not positive definite: what ``Auto`` plans for a Hermitian A. The fallback
+    costs the failed attempt (counted in ``cache.stats.fallbacks``); a wrong ``posdef=True``
+    hint is warned (:class:`HintWarning`). Not registered: ``Auto``'s building block."""
+
+    first: Algorithm
+    general: Algorithm
+
+    @property
+    def label(self) -> str:
+        return self.first.label
+
+    def _setup(self, A, prob) -> Factor:
         try:
-            return alg.setup(A, prob)
+            return self.first.setup(A, prob)
         except NotPositiveDefiniteError as e:
-            general = _general(alg)
-            if general is None:
-                raise
             if prob is not None and prob.posdef:
                 warn_caller(f"the problem says {hint_text(prob)} but A is not positive definite "
-                            f"({str(e).split(';')[0]}); solving with LU instead", HintWarning)
-            factor = general.setup(A, prob)
+                            f"({self.first.label} found a pivot <= 0); solving with LU instead",
+                            HintWarning)
+            factor = self.general.setup(A, prob)
             factor.fallbacks = getattr(factor, "fallbacks", 0) + 1
-            first = getattr(alg, "label", type(alg).__name__)
-            factor.kind = f"{factor.kind} (after {first}: not positive definite)"
+            factor.kind = f"{factor.kind} (after {self.first.label}: not positive definite)"
             return factor
 
 
@@ -176,6 +198,6 @@ def _general(alg):
     """The general (LU) counterpart of a symmetric/definite algorithm, or None."""
     if isinstance(alg, Cholesky):
         return LU()
-    if type(alg).__name__ == "Pardiso" and alg.posdef:
+    if alg.name == "pardiso" and alg.posdef:
         return type(alg)(posdef=False, pivot_rtol=alg.pivot_rtol)
     return None

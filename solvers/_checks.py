@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 import linops as lo
-from linops.internals import Backend, array_leaves, backend_of, to_numpy
+from linops.internals import Backend, array_leaves, backend_of, csr_parts, dense_array, to_numpy
 
 from ._errors import NonFiniteInputError, NotHermitianError
 
@@ -98,10 +98,10 @@ def split_complex(fn, B, factor_dtype):
 
 
 def as_dense_array(A: lo.LinearOperator):
-    """A's array without a copy for Dense; ``lo.to_dense`` (size-limited) otherwise."""
-    if isinstance(A, lo.Dense):
-        return A.a
-    return lo.to_dense(A)
+    """A's array without a copy for a dense operator; ``lo.to_dense`` (size-limited)
+    otherwise."""
+    a = dense_array(A)
+    return lo.to_dense(A) if a is None else a
 
 
 def finite_or_raise(x, name: str) -> None:
@@ -121,16 +121,18 @@ def finite_or_raise(x, name: str) -> None:
 
 
 def check_finite_operator(A: lo.LinearOperator) -> None:
-    """NonFiniteInputError naming the first NaN/Inf stored in A (its row and column for Sparse)."""
+    """NonFiniteInputError naming the first NaN/Inf stored in A (its row and column for a
+    sparse A)."""
+    parts = csr_parts(A)
     for a in array_leaves(A, patterns=False):
         if not np.issubdtype(np.dtype(a.dtype), np.inexact):  # integers are always finite
             continue
         be = backend_of(a)
         if bool(be.xp.all(be.xp.isfinite(a))):
             continue
-        if isinstance(A, lo.Sparse) and a is A.values:
+        if parts is not None and a is parts[0]:
             k = int(np.flatnonzero(~np.isfinite(to_numpy(a)))[0])
-            r, c = int(A.pattern.rows[k]), int(A.pattern.indices[k])
+            r, c = int(parts[1].rows[k]), int(parts[1].indices[k])
             raise NonFiniteInputError(f"A contains {to_numpy(a)[k]} at stored entry {k} (row {r}, "
                                       f"column {c}); check_finite=False skips this check")
         finite_or_raise(a, "A")

@@ -15,13 +15,16 @@ An engine is one module written against two base classes:
 :func:`prepare` is the path ``sv.init``, ``cache.update`` and ``sv.init(..., like=)`` share.
 In this order it checks: the dtype against the backend table, NaN/Inf in A (``check_finite``),
 the empty matrix (n = 0 is solved exactly by :class:`EmptyFactor`, whatever the algorithm);
-then it either REUSES a previous factor's symbolic analysis — only when the structure, the
-working precision (so the dtype kind too) and the backend are the same and the new A meets
-every requirement the previous factor was built on (a Hermitian factor needs a Hermitian A) —
-or runs a FULL setup, where the algorithm's declared requirements are checked before
-``_setup``. So an update is a setup that may reuse symbolic work, never a path with fewer
-checks: a Cholesky cache refuses a non-Hermitian update as its ``init`` does, ``Auto`` warns and
-falls back to LU exactly as at ``init``, and a real factor never receives complex values.
+then it makes the algorithm's PLAN for this A (:meth:`Algorithm.plan`: ``Auto`` chooses,
+verifying the hints and warning as at ``init``) and either REUSES a previous factor's symbolic
+analysis — only when the plan is the one that built it, the structure, the working precision
+(so the dtype kind too) and the backend are the same, and the new A meets every requirement the
+previous factor was built on (a Hermitian factor needs a Hermitian A) — or runs a FULL setup of
+the plan, whose declared requirements are checked before ``_setup``. So an update is a setup
+that may reuse symbolic work, never a path with fewer checks: a Cholesky cache refuses a
+non-Hermitian update as its ``init`` does, ``Auto`` warns and chooses LU exactly as at ``init``
+(and goes back to Cholesky when the values are Hermitian again), and a real factor never
+receives complex values.
 
 >>> import numpy as np, solvers as sv
 >>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [1.0, 3.0]])), sv.Cholesky())
@@ -36,31 +39,20 @@ solvers._errors.NotHermitianError: Cholesky needs a Hermitian matrix, but max|A 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 import linops as lo
+from linops.internals import structure_key
 
-from ._checks import backend_of_problem, check_finite_operator, precision, require_hermitian
+from ._checks import (backend_of_problem, check_finite_operator, is_hermitian, precision,
+                      require_hermitian)
 from ._errors import BackendNotSupported
 
 MODES = frozenset("NHT")
-
-
-def structure_key(A: lo.LinearOperator):
-    """Hashable description of A's structure; equal keys allow a numeric refactorization.
-
-    None (never equal) for operators without a comparable structure, such as lazy ones."""
-    key = getattr(A, "structure_key", None)
-    if key is not None:
-        return key
-    if isinstance(A, lo.Sparse):
-        return ("sparse", A.pattern)
-    if isinstance(A, lo.Dense):
-        return ("dense", A.shape)
-    return None
 
 
 class Factor(abc.ABC):
@@ -98,8 +90,10 @@ class Factor(abc.ABC):
     iterations: int = 0
     last_status: Any = None
     symbolic_analyses: int = 0
-    # set by prepare(): what the factor was built for (structure key, backend name, the
-    # working precision of the operator: CHOLMOD factors a float32 A in float64, say)
+    # set by setup(): the algorithm (the plan) that built it; by prepare(): what it was built
+    # for (structure key, backend name, the working precision of the operator: CHOLMOD
+    # factors a float32 A in float64, say)
+    plan: Any = None
     structure: Any = None
     backend: Any = None
     precision: Any = None
@@ -163,6 +157,12 @@ class Algorithm(abc.ABC):
         in O(nnz) before :meth:`_setup`; the hints ``hermitian=``/``posdef=`` never skip it)."""
         return False
 
+    def plan(self, A, prob) -> "Algorithm":
+        """The algorithm that will factorize this A: ``self`` by default; an algorithm that
+        decides from A and the hints (``Auto``, ``Pardiso(posdef=None)``) returns the decided
+        one, verifying the hints (and warning) here — at ``init`` and at every ``update``."""
+        return self
+
     @property
     def label(self) -> str:
         """How messages name the algorithm."""
@@ -174,12 +174,11 @@ class Algorithm(abc.ABC):
         checks common to every algorithm first."""
         if self.needs_hermitian(A, prob):
             require_hermitian(A, self.label)
-        if A.shape[0] == 0:
-            return EmptyFactor(A)
-        factor = self._setup(A, prob)
+        factor = EmptyFactor(A) if A.shape[0] == 0 else self._setup(A, prob)
         if not isinstance(factor, Factor):
             raise TypeError(f"{self.label}._setup returned {type(factor).__name__}, not a "
                             f"solvers Factor")
+        factor.plan = self
         return factor
 
     @abc.abstractmethod
@@ -229,14 +228,45 @@ def prepare(alg: Algorithm, A: lo.LinearOperator, prob, *, previous: Factor | No
     if check_finite:
         check_finite_operator(A)
     key = structure_key(A)
+    plan = alg.plan(A, prob) if A.shape[0] else alg
     factor = None
-    if previous is not None and _reusable(previous, A, key, be):
+    if previous is not None and same_spec(previous.plan, plan) and _reusable(previous, A, key, be):
         factor = previous._spawn(A) if keep_previous else previous._refactor(A)
+        if factor is not None:
+            factor.plan = plan
     reused = factor is not None
     if factor is None:
-        factor = alg.setup(A, prob)
+        factor = plan.setup(A, prob)
     factor.structure, factor.backend, factor.precision = key, be.name, precision(A.dtype)
     return Prepared(factor, reused)
+
+
+def same_spec(a, b) -> bool:
+    """Two algorithm objects with the same type and options (arrays compared by value)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if not dataclasses.is_dataclass(a):
+        return False
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if x is y:
+            continue
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)
+                    and np.array_equal(x, y)):
+                return False
+        elif dataclasses.is_dataclass(x):
+            if not same_spec(x, y):
+                return False
+        else:
+            try:
+                if not bool(x == y):
+                    return False
+            except (TypeError, ValueError):
+                return False
+    return True
 
 
 def _reusable(previous: Factor, A, key, be) -> bool:
@@ -247,7 +277,5 @@ def _reusable(previous: Factor, A, key, be) -> bool:
     if precision(A.dtype) != previous.precision:  # another kind or precision: a full setup
         return False
     if previous.requires_hermitian:
-        from ._checks import is_hermitian
-
         return is_hermitian(A)
     return True

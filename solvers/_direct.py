@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import linops as lo
-from linops.internals import backend_named, to_numpy
+from linops.internals import backend_named, diagonal_of, structure, to_numpy
 
 from ._checks import as_dense_array, backend_of_problem, cast_rhs, precision, rcond_tol, split_complex
 from ._contract import Algorithm, Factor
@@ -138,7 +138,7 @@ class LU(Algorithm):
 
     def _setup(self, A: lo.LinearOperator, prob) -> Factor:
         be = backend_of_problem(A)
-        if isinstance(A, lo.Sparse):
+        if structure(A) == "sparse":
             be.require("sparse_lu", "sparse LU")
             return SparseLUFactor(A, be, self.pivot_rtol)
         be.require("dense_lu", "dense LU")
@@ -328,7 +328,7 @@ class Cholesky(Algorithm):
 
     def _setup(self, A: lo.LinearOperator, prob) -> Factor:
         be = backend_of_problem(A)
-        if isinstance(A, lo.Sparse):
+        if structure(A) == "sparse":
             be.require("sparse_cholesky", "sparse Cholesky")
             factor = CholmodFactor(A, be, self.pivot_rtol)
         else:
@@ -491,7 +491,7 @@ class DiagonalFactor(Factor):
     kind = "diagonal"
 
     def __init__(self, A):
-        d = diagonal_of(A)
+        d = _diagonal(A)
         be = backend_of_problem(A)
         self.be = be
         self.dtype = precision(A.dtype)
@@ -516,11 +516,11 @@ class DiagonalFactor(Factor):
         return DiagonalFactor(A)
 
 
-def diagonal_of(A):
-    """The stored diagonal of a Diagonal operator, None for an Identity; TypeError otherwise."""
-    if isinstance(A, lo.Identity):
-        return None
-    if isinstance(A, lo.Diagonal):
-        return A.d
-    raise TypeError(f"DiagonalSolve needs a lo.Diagonal or lo.Identity operator, got "
-                    f"{type(A).__name__}; wrap the diagonal with lo.Diagonal(d) or use sv.LU()")
+def _diagonal(A):
+    """The stored diagonal (None for an Identity); TypeError for a non-diagonal operator."""
+    try:
+        return diagonal_of(A)
+    except TypeError:
+        raise TypeError(f"DiagonalSolve needs a lo.Diagonal or lo.Identity operator, got "
+                        f"{type(A).__name__}; wrap the diagonal with lo.Diagonal(d) or use "
+                        f"sv.LU()") from None

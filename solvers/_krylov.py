@@ -61,7 +61,8 @@ from typing import Any
 import numpy as np
 
 import linops as lo
-from linops.internals import ShapeError, backend_named, backend_of, is_array, to_numpy
+from linops.internals import (ShapeError, abs_apply, adjoint_view, backend_named, csr_parts,
+                              is_array, to_numpy)
 
 from ._acceptance import attainable, backward_error, verdict
 from ._checks import backend_of_problem, default_rtol, eps, precision
@@ -360,7 +361,7 @@ class IterativeFactor(Factor):
         # the operator of the residual checks (Aᴴ for adjoint solves, applied without forming
         # a transposed pattern) and the one the method runs on: a method that needs a Hermitian
         # A runs on A itself, and the residual with the true Aᴴ catches an A that is not
-        op = self.A if trans == "N" else _adjoint_operator(self.A)
+        op = self.A if trans == "N" else adjoint_view(self.A)  # no transposed pattern
         run_op = self.A if trans == "N" or self.hermitian_method else op
         x0 = spec.x0 if trans == "N" and spec.x0 is not None else None
         if x0 is not None:
@@ -414,7 +415,7 @@ class IterativeFactor(Factor):
         """Componentwise ω = max |b − Ax|ᵢ / (|A||x| + |b|)ᵢ (|Aᴴ| for adjoint solves); the
         normwise ‖b − Ax‖ / (‖Ax‖ + ‖b‖) for operators that store no entries."""
         xp = self.be.xp
-        absAx = _abs_product(self.A, trans, x)
+        absAx = abs_apply(self.A, x, trans != "N")
         if absAx is None:
             r = float(xp.linalg.norm(b - Ax))
             return r / (float(xp.linalg.norm(Ax)) + float(xp.linalg.norm(b)))
@@ -445,32 +446,6 @@ def _split_complex_iterates(run, B, dtype, be):
         raise ConvergenceError(str(errors[0]), errors[0].history, X if whole else None,
                                errors[0].status)
     return X
-
-
-def _adjoint_operator(A: lo.LinearOperator) -> lo.LinearOperator:
-    """Aᴴ for Krylov runs and residual checks: for Sparse a matrix-free product through the
-    backend's native transposed view (no sorted transposed pattern, which would cost a sort
-    and 16 bytes per stored entry); otherwise ``A.adjoint()``."""
-    if not isinstance(A, lo.Sparse):
-        return A.adjoint()
-    be = backend_of(A.values)
-    return lo.MatrixFree((A.shape[1], A.shape[0]), A.dtype,
-                         lambda X: be.spmm_adjoint(A.values, A.pattern, X), lambda X: A @ X)
-
-
-def _abs_product(A, trans: str, x):
-    """|A| |x| (|A|ᵀ |x| for adjoint solves) for operators that store their entries, else None."""
-    if isinstance(A, lo.Sparse):
-        be = backend_of(A.values)
-        v, ax = be.xp.abs(A.values), be.xp.abs(x)
-        return be.spmm(v, A.pattern, ax) if trans == "N" else be.spmm_adjoint(v, A.pattern, ax)
-    if isinstance(A, lo.Dense):
-        xp = backend_of(A.a).xp
-        return (xp.abs(A.a) if trans == "N" else xp.abs(A.a).T) @ xp.abs(x)
-    if isinstance(A, lo.Diagonal):
-        xp = backend_of(A.d).xp
-        return xp.abs(A.d) * xp.abs(x)
-    return None
 
 
 class KrylovFactor(IterativeFactor):
@@ -596,8 +571,9 @@ def _scipy_runner(be, method, op, b, *, x0, rtol, atol, maxiter, M, restart, his
 def _krylov_operator(be, op):
     """op as the Krylov module takes it: native CSR for Sparse, else a LinearOperator whose
     results are fresh arrays of this backend (scipy updates them in place)."""
-    if isinstance(op, lo.Sparse):
-        return be.csr(op.values, op.pattern)
+    parts = csr_parts(op)
+    if parts is not None:
+        return be.csr(*parts)
     return be.sparse_linalg.LinearOperator(op.shape, dtype=op.dtype,
                                            matvec=lambda v: be.fresh(op @ v, v))
 

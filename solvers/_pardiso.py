@@ -29,10 +29,10 @@ from functools import lru_cache
 import numpy as np
 
 import linops as lo
-from linops.internals import to_numpy
+from linops.internals import csr_parts, to_numpy
 
-from ._checks import backend_of_problem, cast_rhs, is_hermitian, precision, rcond_tol, \
-    require_hermitian
+from ._checks import backend_of_problem, cast_rhs, hint_text, is_hermitian, precision, \
+    rcond_tol
 from ._contract import Algorithm, Factor
 from ._direct import check_rtol, not_posdef
 from ._errors import BackendNotSupported, HintWarning, SingularMatrixError, SolveError, \
@@ -249,13 +249,25 @@ class Pardiso(Algorithm):
         """``posdef=True`` given explicitly: the definite types read one triangle only."""
         return bool(self.posdef)
 
+    def plan(self, A, prob) -> "Pardiso":
+        """``posdef=None``: decided here from the problem's hint, verified (a hint that does
+        not hold warns and plans the unsymmetric type) — at ``init`` and at every update."""
+        if self.posdef is not None:
+            return self
+        posdef = bool(prob is not None and prob.posdef)
+        if posdef and not is_hermitian(A):
+            warn_caller(f"the problem says {hint_text(prob)} but A is not Hermitian; Pardiso "
+                        f"uses its unsymmetric LU instead", HintWarning)
+            posdef = False
+        return Pardiso(posdef=posdef, pivot_rtol=self.pivot_rtol)
+
     def _setup(self, A: lo.LinearOperator, prob) -> "PardisoFactor":
         """Open a PARDISO handle for A's pattern, run the analysis (phase 11) and the numeric
         factorization (phase 22); the matrix type follows ``posdef`` (checked)."""
         lib, reason = _mkl()
         if lib is None:
             raise BackendNotSupported(reason)
-        if not isinstance(A, lo.Sparse):
+        if csr_parts(A) is None:
             raise BackendNotSupported(f"Pardiso needs an assembled sparse matrix (lo.Sparse / "
                                       f"scipy sparse), got {type(A).__name__}; use sv.LU() for "
                                       f"dense or sv.GMRES() for matrix-free operators")
@@ -269,15 +281,7 @@ class Pardiso(Algorithm):
                                       f"entries, A has {A.pattern.nnz}; use sv.CG(precond="
                                       f"sv.AMG()) or sv.PETSc()")
         _structural_check(A)
-        posdef = self.posdef
-        if posdef is None:
-            posdef = bool(prob is not None and prob.posdef)
-            if posdef and not is_hermitian(A):
-                from ._checks import hint_text
-
-                warn_caller(f"the problem says {hint_text(prob)} but A is not Hermitian; "
-                            f"Pardiso uses its unsymmetric LU instead", HintWarning)
-                posdef = False
+        posdef = bool(self.plan(A, prob).posdef)
         dtype = precision(A.dtype)
         mtype = (4 if posdef else 13) if dtype.kind == "c" else (2 if posdef else 11)
         P = A.pattern

@@ -23,10 +23,10 @@ from typing import Any, Mapping
 import numpy as np
 
 import linops as lo
-from linops.internals import ShapeError
+from linops.internals import ShapeError, structure
 
 from ._acceptance import attainable, backward_error, verdict
-from ._checks import hermitian_defect, hermitian_tol
+from ._checks import hermitian_defect, hermitian_tol, rcond_tol
 from ._contract import Algorithm, Factor
 from ._errors import BackendNotSupported, ConvergenceError, SingularMatrixError, SolveError
 from ._petsc_table import (BAD_COMPONENTS, SEQUENTIAL_FACTOR, SYMMETRIC_KSP, TABLE_VERSION,
@@ -36,7 +36,6 @@ from ._results import Status
 
 DIRECT_BACKWARD_TOL = 1e-8   # ‖b − A x‖ / (‖A‖·‖x‖ + ‖b‖) accepted from a direct (preonly) solve
 RESTARTS = 3
-RCOND_TOL = 1e3 * np.finfo(np.float64).eps  # as sv.LU: fewer than ~3 correct digits left
 
 class TransposeNotSupportedError(BackendNotSupported):
     """A transposed/adjoint solve was asked of a PETSc combination whose transposed solve is
@@ -205,7 +204,28 @@ class PETSc(Algorithm):
                 "0.82 / 1.2) and a second SuperLU_dist factorization in the same process corrupts "
                 "the heap (malloc aborts at exit, in plain petsc4py too): use "
                 "factor_solver_type='mumps', which is verified for adjoint solves")
-        return _PETScFactor(self, _as_petsc_operator(A), prob)
+        op, temporary = _as_petsc_operator(A)
+        try:
+            return _PETScFactor(self, op, prob)
+        finally:
+            if temporary:  # the factor keeps its own copy
+                op.mat.destroy()
+
+
+def _destroy(*objs) -> None:
+    """Destroy petsc4py objects now. petsc4py 3.18 does not free a dropped object (it keeps it
+    as "garbage" until a collective ``PETSc.garbage_cleanup``): temporaries are destroyed where
+    they were made — collectively, as they were made — and what a factor owns is destroyed by
+    :meth:`_PETScFactor.close` or collected at the next PETSc setup (``_collect``)."""
+    for o in objs:
+        if o is not None:
+            o.destroy()
+
+
+def _collect(comm) -> None:
+    """Free the PETSc objects Python dropped (earlier factors, a family's matrices). Called at
+    setups — init and update are collective — so every rank frees at the same point."""
+    _lib().garbage_cleanup(comm)
 
 
 def _transposed_copy(mat):
@@ -249,12 +269,15 @@ def _optval(v) -> str:
 
 
 def _as_petsc_operator(A):
+    """(PETScMatrix, temporary): A itself, or a sequential AIJ copy of a ``lo.Sparse`` on this
+    process (temporary: the caller destroys it once the factor copied it)."""
     from linops.petsc import PETScMatrix
 
     A = lo.aslinop(A)
-    if isinstance(A, PETScMatrix):
-        return A
-    if isinstance(A, lo.Sparse):  # serial data: a sequential AIJ copy on this process
+    kind = structure(A)
+    if kind == "petsc":
+        return A, False
+    if kind == "sparse":  # serial data: a sequential AIJ copy on this process
         lib = _lib()
         if np.dtype(A.dtype).kind == "c" and _real_build():
             raise BackendNotSupported(
@@ -269,7 +292,7 @@ def _as_petsc_operator(A):
                                               S.indices.astype(lib.IntType),
                                               S.data.astype(lib.ScalarType)), comm=lib.COMM_SELF)
         M.assemble()
-        return PETScMatrix(M)
+        return PETScMatrix(M), True
     raise BackendNotSupported(f"sv.PETSc solves a PETSc matrix (lo.aslinop(petsc4py Mat), a "
                               f"PETScElementFamily) or a sparse lo.Sparse; got {type(A).__name__}")
 
@@ -313,6 +336,7 @@ class _PETScFactor(Factor):
     def __init__(self, spec: PETSc, A, prob):
         lib = _lib()
         A.check_current()
+        _collect(A.mat.getComm())
         self.spec = spec
         self.comm = A.mat.getComm()
         self.size = self.comm.getSize()
@@ -412,19 +436,25 @@ class _PETScFactor(Factor):
 
     def _rcond_check(self, seed: int = 12345) -> None:
         """Direct solvers: reciprocal condition estimate from one solve with a random r,
-        rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞); at or below RCOND_TOL the factorization is singular to
-        working precision (MUMPS does not report null pivots by default). Collective."""
+        rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞); at or below ``rcond_tol`` (sv.LU's threshold) the
+        factorization is singular to working precision (MUMPS does not report null pivots by
+        default). Collective."""
         lib = _lib()
         r, x = self.mat.createVecLeft(), self.mat.createVecRight()
-        r.array[:] = np.random.default_rng([seed, self.comm.getRank()]).standard_normal(r.getLocalSize())
-        self.ksp.solve(r, x)
-        inf = lib.NormType.INFINITY
-        xmax, rmax = x.norm(inf), r.norm(inf)
-        if not np.isfinite(xmax) or rmax <= RCOND_TOL * self.norm_inf * xmax:
+        try:
+            r.array[:] = np.random.default_rng([seed, self.comm.getRank()]).standard_normal(
+                r.getLocalSize())
+            self.ksp.solve(r, x)
+            inf = lib.NormType.INFINITY
+            xmax, rmax = x.norm(inf), r.norm(inf)
+        finally:
+            _destroy(r, x)
+        tol = rcond_tol(self.dtype)
+        if not np.isfinite(xmax) or rmax <= tol * self.norm_inf * xmax:
             est = rmax / (self.norm_inf * xmax) if np.isfinite(xmax) and xmax else 0.0
             raise SingularMatrixError(
                 f"PETSc {self.spec.combo}: the matrix is singular to working precision: estimated "
-                f"reciprocal condition number {est:.3g} <= {RCOND_TOL:.3g}. "
+                f"reciprocal condition number {est:.3g} <= {tol:.3g}. "
                 f"{Status.SINGULAR.message}")
 
     def _decide_transpose(self) -> tuple[str, str]:
@@ -468,20 +498,22 @@ class _PETScFactor(Factor):
         c_np = rng.standard_normal(self.mat.getLocalSize()[0])
         rels = []
         for trans in (True, False):
-            c, y = self.mat.createVecLeft(), self.mat.createVecRight()
-            c.array[:] = c_np
+            c, y, r = self.mat.createVecLeft(), self.mat.createVecRight(), self.mat.createVecLeft()
             try:
-                (self.ksp.solveTranspose if trans else self.ksp.solve)(c, y)
-            except lib.Error:
-                return False, float("inf"), float("nan")
-            if self.ksp.getConvergedReason() < 0:
-                rels.append(float("inf"))
-                continue
-            r = self.mat.createVecLeft()
-            (self.mat.multTranspose if trans else self.mat.mult)(y, r)
-            r.array[:] -= c_np
-            c.array[:] = c_np
-            rels.append(r.norm() / max(c.norm(), 1e-300))
+                c.array[:] = c_np
+                try:
+                    (self.ksp.solveTranspose if trans else self.ksp.solve)(c, y)
+                except lib.Error:
+                    return False, float("inf"), float("nan")
+                if self.ksp.getConvergedReason() < 0:
+                    rels.append(float("inf"))
+                    continue
+                (self.mat.multTranspose if trans else self.mat.mult)(y, r)
+                r.array[:] -= c_np
+                c.array[:] = c_np
+                rels.append(r.norm() / max(c.norm(), 1e-300))
+            finally:
+                _destroy(c, y, r)
         rel_t, rel_n = rels
         bound = max(100 * rel_n, 1e-10, 10 * spec.rtol if spec.iterative else 0.0)
         return bool(rel_t <= bound), rel_t, rel_n
@@ -616,6 +648,7 @@ class _PETScFactor(Factor):
             ksp.setTolerances(rtol=spec.rtol, atol=spec.atol)
             ksp.setInitialGuessNonzero(False)
             self.history = history
+            _destroy(b, x, r)
         return xbest.copy()
 
     def _backward_error(self, b_np, x, r, transposed: bool) -> float:
@@ -629,9 +662,12 @@ class _PETScFactor(Factor):
             M.assemble()
             self._absmat = M
         ax, y = x.duplicate(), r.duplicate()
-        ax.array[:] = np.abs(x.array)
-        (self._absmat.multTranspose if transposed else self._absmat.mult)(ax, y)
-        local = backward_error(np.abs(r.array), y.array + np.abs(b_np))
+        try:
+            ax.array[:] = np.abs(x.array)
+            (self._absmat.multTranspose if transposed else self._absmat.mult)(ax, y)
+            local = backward_error(np.abs(r.array), y.array + np.abs(b_np))
+        finally:
+            _destroy(ax, y)
         from mpi4py import MPI
 
         return float(self.comm.tompi4py().allreduce(local, op=MPI.MAX))
@@ -676,14 +712,19 @@ class _PETScFactor(Factor):
         the symmetry of the NEW values is checked again and decides how adjoints are solved.
         On failure the old values are restored and this factor stays usable."""
         lib = _lib()
-        A_new = _as_petsc_operator(A_new)
-        A_new.check_current()
-        if A_new.structure_key != self.structure_key or A_new.conjugate_transposed:
-            raise ValueError("refactor needs a matrix with the same structure_key (pattern and "
-                             "layout); call setup() for a new structure")
-        same = lib.Mat.Structure.SAME_NONZERO_PATTERN
-        backup, old_flag = self.mat.duplicate(copy=True), self.symmetric
-        A_new.mat.copy(self.mat, structure=same)
+        A_new, temporary = _as_petsc_operator(A_new)
+        try:
+            A_new.check_current()
+            if A_new.structure_key != self.structure_key or A_new.conjugate_transposed:
+                raise ValueError("refactor needs a matrix with the same structure_key (pattern "
+                                 "and layout); call setup() for a new structure")
+            _collect(self.comm)
+            same = lib.Mat.Structure.SAME_NONZERO_PATTERN
+            backup, old_flag = self.mat.duplicate(copy=True), self.symmetric
+            A_new.mat.copy(self.mat, structure=same)
+        finally:
+            if temporary:
+                A_new.mat.destroy()
         self._flag_symmetry()
         norms, self._anorm = self._anorm, {}
         try:
@@ -700,7 +741,15 @@ class _PETScFactor(Factor):
             backup.copy(self.mat, structure=same)
             self.symmetric = old_flag
             self.mat.setOption(lib.Mat.Option.SYMMETRIC, old_flag)
+            # a KSP whose PCSetUp failed keeps MUMPS in a failed state (the next solve stops
+            # with INFOG(1) = -3): the previous values get a fresh KSP, set up from scratch
+            self.ksp.destroy()
+            self.ksp = self._make_ksp(self.mat)
             self._setup(self.ksp, "restoring the previous factorization")
+            if self._tksp is not None:  # the routed transpose: rebuilt on its next use
+                self._tksp.destroy()
+                self._tmat.destroy()
+                self._tksp = self._tmat = None
             self._anorm = norms
             raise
         finally:
@@ -719,9 +768,10 @@ class _PETScFactor(Factor):
         return new
 
     def close(self) -> None:
-        for obj in (self.ksp, self._tksp, self._tmat, self._absmat):
-            if obj is not None:
-                obj.destroy()
+        """Destroy the factor's PETSc objects now (collective); the factor cannot solve after."""
+        _destroy(self.ksp, self._tksp, self._tmat, self._absmat, self.mat)
+        self._tksp = self._tmat = self._absmat = None
+        self._retired = True
 
 
 def transpose_support() -> list[str]:

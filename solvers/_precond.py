@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 import linops as lo
-from linops.internals import to_numpy
+from linops.internals import csr_parts, to_numpy
 
 from ._checks import split_complex
 from ._errors import SingularMatrixError
@@ -73,7 +73,7 @@ class Preconditioner:
 
 
 def sparse_only(A, who: str):
-    if not isinstance(A, lo.Sparse):
+    if csr_parts(A) is None:
         raise lo.BackendNotSupported(f"{who} needs an assembled sparse matrix (lo.Sparse / scipy "
                                      f"sparse), got {type(A).__name__}; use sv.Jacobi() or none")
 

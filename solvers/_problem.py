@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 import linops as lo
-from linops.internals import ShapeError, is_array, snapshot
+from linops.internals import ShapeError, is_array, snapshot, with_dtype
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,19 +108,11 @@ class LinearProblem:
 
 
 def _as_inexact(A: lo.LinearOperator) -> lo.LinearOperator:
-    """Integer/boolean Dense, Sparse, Diagonal and Identity operators in float64 (others must be
-    inexact: a lazy integer operator cannot be cast without evaluating it)."""
+    """Integer/boolean operators that store their entries in float64 (others must be inexact: a
+    lazy integer operator cannot be cast without evaluating it; TypeError)."""
     if np.dtype(A.dtype).kind in "fc":
         return A
-    if isinstance(A, lo.Dense):
-        return lo.Dense(A.a.astype(np.float64))
-    if isinstance(A, lo.Sparse):
-        return lo.Sparse(A.values.astype(np.float64), A.pattern)
-    if isinstance(A, lo.Diagonal):
-        return lo.Diagonal(A.d.astype(np.float64))
-    if isinstance(A, lo.Identity):
-        return lo.Identity(A.n, dtype=np.float64)
-    raise TypeError(f"A has dtype {A.dtype}; linear solves need a floating or complex operator")
+    return with_dtype(A, np.float64)
 
 
 def as_rhs(A, b, name: str):

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ._contract import Algorithm
+
 STRUCTURES = ("dense", "sparse", "diagonal", "lowrank", "matrixfree", "petsc")
 
 
@@ -109,8 +111,6 @@ def resolve(alg, *, jax: bool = False):
     """An algorithm object from ``alg``: None (``Auto()``), a registered name, or an object.
 
     ``jax=True`` restricts names to algorithms with a JAX path (``adjoints.jax``)."""
-    from ._contract import Algorithm
-
     if alg is None:
         return entry("auto").cls()
     if isinstance(alg, str):

@@ -11,24 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import linops as lo
-from linops.internals import backend_of
+from linops.internals import backend_of, low_rank_split
 
 from ._contract import Algorithm, Factor
 from ._errors import SingularMatrixError, SolveError
-from ._registry import register
-
-
-def split_low_rank(A: lo.LinearOperator):
-    """(B, U, V) when A = B + U Vᴴ with exactly one low-rank term, else None (two low-rank terms
-    would need their sum's factors; Auto then treats A as a lazy operator)."""
-    if isinstance(A, lo.Sum):
-        low = [t for t in A.terms if isinstance(t, (lo.LowRank, lo.RankOne))]
-        if len(low) == 1:
-            rest = [t for t in A.terms if t is not low[0]]
-            B = rest[0] if len(rest) == 1 else lo.Sum(tuple(rest))
-            U, V = low[0].factors()
-            return B, U, V
-    return None
+from ._registry import register, resolve
 
 
 @register("woodbury", "B + U Vᴴ from B's factorization and a k×k capacitance system",
@@ -76,12 +63,10 @@ class Woodbury(Algorithm):
 
     def _setup(self, A, prob) -> Factor:
         """Split A into B + U Vᴴ and factorize B with ``base`` (its own checks included)."""
-        parts = split_low_rank(A)
+        parts = low_rank_split(A)
         if parts is None:
             raise SolveError(f"Woodbury needs A = B + LowRank(U, V), got {type(A).__name__}")
         B, U, V = parts
-        from ._registry import resolve
-
         base = resolve(self.base)  # None: Auto
         return WoodburyFactor(base.setup(B, None), B, U, V)  # no hints hold for B alone
 

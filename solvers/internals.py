@@ -2,7 +2,8 @@
 
 Not user API (no stability promise to users), but the one place ``adjoints`` imports solvers
 internals from, so that solvers can reorganise its private modules freely (the layer test,
-``tests/test_layers.py``, checks that nothing else is imported).
+``tests/test_layers.py``, checks that nothing else is imported). Structure queries
+(``structure``, ``low_rank_split``, ...) are linops's: ``linops.internals``.
 """
 
 from ._acceptance import attainable as attainable
@@ -16,10 +17,8 @@ from ._checks import rcond_tol as rcond_tol
 from ._contract import Algorithm as Algorithm
 from ._contract import EmptyFactor as EmptyFactor
 from ._contract import Factor as Factor
-from ._contract import structure_key as structure_key
 from ._registry import Entry as Entry
 from ._registry import entries as entries
 from ._registry import entry as entry
 from ._registry import entry_of as entry_of
 from ._registry import resolve as resolve
-from ._woodbury import split_low_rank as split_low_rank

@@ -1,9 +1,11 @@
 """Stateful property test of LinearCache (hypothesis RuleBasedStateMachine).
 
-Random sequences of init / solve / solve_adjoint / update (same pattern, new pattern, singular) /
-in-place edits of the user's arrays / failed solves / pullbacks (of the cache and of an earlier
-Solution). After every step each result equals a fresh dense computation of the state the
-cache should be in, or a named error was raised — never a number from a mixed state.
+Random sequences of init / solve / solve_adjoint / update (same pattern, new pattern, singular,
+complex values, non-Hermitian values) / in-place edits of the user's arrays / failed solves /
+pullbacks (of the cache and of an earlier Solution), over LU, Cholesky (dense and CHOLMOD), CG,
+GMRES+ILU, Auto, PARDISO and PETSc (in-process). After every step each result equals a fresh
+dense computation of the state the cache should be in, or a named error was raised — never a
+number from a mixed state.
 """
 
 from __future__ import annotations
@@ -18,10 +20,25 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import adjoints as ad
 import linops as lo
 import solvers as sv
+from solvers.internals import entry
 
 N = 8
 ALGS = {"LU": sv.LU, "Cholesky": sv.Cholesky, "CG": lambda: sv.CG(rtol=1e-12),
         "GMRES+ILU": lambda: sv.GMRES(rtol=1e-12, precond=sv.ILU()), "Auto": sv.Auto}
+if entry("pardiso").unavailable() is None:
+    ALGS["PARDISO"] = sv.Pardiso
+if entry("petsc").unavailable() is None:
+    ALGS["PETSc"] = sv.PETSc
+SPARSE_ONLY = ("GMRES+ILU", "PARDISO", "PETSc")
+# what an update to non-Hermitian values does, per algorithm (the posdef hint is on)
+NON_HERMITIAN = {"Cholesky": "raises", "Auto": "warns", "PARDISO": "warns", "LU": "takes",
+                 "GMRES+ILU": "takes", "PETSc": "takes"}
+
+
+def _complex_petsc_refused() -> bool:
+    from petsc4py import PETSc
+
+    return np.dtype(PETSc.ScalarType).kind != "c"
 
 
 def spd(seed: int, pattern_seed: int = 0) -> np.ndarray:
@@ -39,7 +56,7 @@ class CacheMachine(RuleBasedStateMachine):
     @initialize(alg=st.sampled_from(sorted(ALGS)), sparse=st.booleans(),
                 seed=st.integers(0, 10_000))
     def start(self, alg, sparse, seed):
-        if alg == "GMRES+ILU":
+        if alg in SPARSE_ONLY:
             sparse = True
         self.alg, self.sparse = alg, sparse
         self.A_model = spd(seed)                       # what the cache must be solving with
@@ -68,7 +85,8 @@ class CacheMachine(RuleBasedStateMachine):
     @rule(seed=st.integers(0, 100))
     def solve_adjoint(self, seed):
         c = np.random.default_rng(seed).standard_normal(N)
-        self.check(self.cache.solve_adjoint(c), np.linalg.solve(self.A_model.T, c), "adjoint")
+        self.check(self.cache.solve_adjoint(c), np.linalg.solve(self.A_model.conj().T, c),
+                   "adjoint")
 
     @rule()
     def failed_solve_nan(self):
@@ -88,7 +106,7 @@ class CacheMachine(RuleBasedStateMachine):
         rng = np.random.default_rng(seed)
         mask = self.A_model != 0
         New = np.where(mask, self.A_model * scale + 0.01 * rng.standard_normal((N, N)), 0.0)
-        New = (New + New.T) / 2
+        New = (New + New.conj().T) / 2
         New[np.diag_indices(N)] = np.abs(New).sum(axis=1) + 1.0
         gen = self.cache.generation
         self.cache.update(A=sp.csr_matrix(New) if self.sparse else New)
@@ -115,6 +133,51 @@ class CacheMachine(RuleBasedStateMachine):
             self.cache.update(A=sp.csr_matrix(self.A_model) if self.sparse else self.A_model)
         else:
             assert self.cache.u is u
+
+    @rule(seed=st.integers(0, 1000))
+    def update_complex_values(self, seed):
+        """Another dtype kind, same pattern: a full setup in complex (never a real factor fed
+        complex values), or BackendNotSupported with nothing changed (a real PETSc build)."""
+        if np.iscomplexobj(self.A_model):
+            return
+        rng = np.random.default_rng(seed)
+        mask = self.A_model != 0
+        S = np.where(np.triu(mask, 1), 0.2j * rng.standard_normal((N, N)), 0)
+        New = self.A_model + S + S.conj().T                     # Hermitian, same pattern
+        New[np.diag_indices(N)] = np.abs(New).sum(axis=1) + 1.0
+        gen, fact = self.cache.generation, self.cache.stats.factorizations
+        user = sp.csr_matrix(New) if self.sparse else New
+        if self.alg == "PETSc" and _complex_petsc_refused():
+            with pytest.raises(lo.BackendNotSupported, match="complex PETSc build"):
+                self.cache.update(A=user)
+            assert self.cache.generation == gen
+            return
+        self.cache.update(A=user)
+        self.A_model = New
+        assert self.cache.stats.factorizations == fact + 1      # never numeric reuse
+
+    @rule(seed=st.integers(0, 1000))
+    def update_non_hermitian(self, seed):
+        """The check init makes, update makes: Cholesky refuses, Auto/PARDISO warn and take LU."""
+        rule_ = NON_HERMITIAN.get(self.alg)
+        if rule_ is None:
+            return
+        rng = np.random.default_rng(seed)
+        mask = np.triu(self.A_model != 0, 1)
+        New = self.A_model + np.where(mask, 0.3 + rng.random((N, N)), 0)
+        gen = self.cache.generation
+        user = sp.csr_matrix(New) if self.sparse else New
+        if rule_ == "raises":
+            with pytest.raises(sv.NotHermitianError):
+                self.cache.update(A=user)
+            assert self.cache.generation == gen
+            return
+        if rule_ == "warns":
+            with pytest.warns(sv.HintWarning, match="not Hermitian"):
+                self.cache.update(A=user)
+        else:
+            self.cache.update(A=user)
+        self.A_model = New
 
     @rule(seed=st.integers(0, 100))
     def update_b(self, seed):
@@ -150,10 +213,11 @@ class CacheMachine(RuleBasedStateMachine):
                 ad.solve_pullback(self.cache, ubar)
             return
         g = ad.solve_pullback(self.cache, ubar)
-        lam = np.linalg.solve(self.A_model.T, ubar)
+        lam = np.linalg.solve(self.A_model.conj().T, ubar)
         uref = np.linalg.solve(self.A_model, self.u_rhs)
         self.check(g.b, lam, "pullback b")
-        self.check(lo.to_dense(g.A), -(lam.reshape(N, -1) @ uref.reshape(N, -1).T), "pullback A")
+        self.check(lo.to_dense(g.A), -(lam.reshape(N, -1) @ uref.reshape(N, -1).conj().T),
+                   "pullback A")
 
     @rule(seed=st.integers(0, 100))
     def pullback_first_solution(self, seed):
@@ -163,7 +227,7 @@ class CacheMachine(RuleBasedStateMachine):
                 ad.solve_pullback(self.sol, ubar)
             return
         g = ad.solve_pullback(self.sol, ubar)  # still the A it was solved with
-        self.check(g.b, np.linalg.solve(self.A_model.T, ubar), "pullback of the Solution")
+        self.check(g.b, np.linalg.solve(self.A_model.conj().T, ubar), "pullback of the Solution")
 
     @invariant()
     def solution_belongs_to_current_state(self):
