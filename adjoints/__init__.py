@@ -12,7 +12,9 @@ Pullbacks (numpy, cupy and jax arrays)
 --------------------------------------
 solve_pullback(sol, ubar)        u = A⁻¹b: one adjoint solve, no factorization -> SolveCotangent
 SolveCotangent                   ``.A`` = −λuᴴ (RankOne/LowRank), ``.b`` = λ (alias ``.lam``)
-matmul_pullback(L, R, Ybar)      Y = A @ X or X @ A: (L̄, R̄), the operator's one lazy
+matmul_pullback(L, R, Ybar)      Y = A @ X or X @ A: (L̄, R̄), the operator's one lazy; Ȳ may be
+                                 an operator (Identity, Diagonal, Sparse, LowRank): both lazy
+trace_pullback(L, R)             f = Re tr(L R): (Rᴴ, Lᴴ) as lazy views, no m×m array
 inv_pullback(cache, Ybar)        Y = A⁻¹ used as an operator: Ā = −A⁻ᴴȲA⁻ᴴ, lazy
 
 logdet_pullback(cache)           log|det A|: Ā = A⁻ᴴ lazily, entries by selected inversion
@@ -63,6 +65,7 @@ from ._pullbacks import SolveCotangent as SolveCotangent
 from ._pullbacks import inv_pullback as inv_pullback
 from ._pullbacks import matmul_pullback as matmul_pullback
 from ._pullbacks import solve_pullback as solve_pullback
+from ._pullbacks import trace_pullback as trace_pullback
 from ._eigsh import eigsh_pullback as eigsh_pullback
 from ._logdet import inv_sample_pullback as inv_sample_pullback
 from ._logdet import EstimatedCotangent as EstimatedCotangent
@@ -71,7 +74,7 @@ from ._logdet import logdet_pullback as logdet_pullback
 
 __all__ = [
     # pullbacks
-    "solve_pullback", "SolveCotangent", "matmul_pullback", "inv_pullback",
+    "solve_pullback", "SolveCotangent", "matmul_pullback", "trace_pullback", "inv_pullback",
     "logdet_pullback", "inv_sample_pullback", "eigsh_pullback",
     "logdet_estimate_pullback", "EstimatedCotangent",
     # from a lazy cotangent to numbers

@@ -1,8 +1,10 @@
 """Explicit pullbacks returning LAZY cotangents (numpy, cupy and jax arrays alike).
 
 Convention (see DESIGN.md): for real f, df = Re⟨Ā, dA⟩_F with ⟨X, Y⟩ = Σ conj(X) Y. For
-u = A⁻¹b: λ = A⁻ᴴū, b̄ = λ, Ā = −λuᴴ. For Y = L R: L̄ = Ȳ Rᴴ, R̄ = Lᴴ Ȳ. For Y = A⁻¹:
-Ā = −A⁻ᴴ Ȳ A⁻ᴴ.
+u = A⁻¹b: λ = A⁻ᴴū, b̄ = λ, Ā = −λuᴴ. For Y = L R: L̄ = Ȳ Rᴴ, R̄ = Lᴴ Ȳ (f = Re tr(L R):
+Ȳ = I). For Y = A⁻¹: Ā = −A⁻ᴴ Ȳ A⁻ᴴ. Cotangents given as operators (Ȳ = ``lo.Identity(n)``,
+a ``Diagonal``, a ``Sparse``, a ``LowRank``) are accepted by every pullback here and give lazy
+results.
 
 "Pullback" is reverse mode by hand: given ū = ∂f/∂u (conjugated, for complex u), return the
 cotangents of the inputs. Each cotangent with respect to a matrix is an operator (``RankOne``,
@@ -27,7 +29,7 @@ import numpy as np
 
 import linops as lo
 from linops.internals import ShapeError, is_array, namespace, seal
-from solvers import LinearCache, Solution, StaleSolutionError
+from solvers import LinearCache, LinearProblem, Solution, StaleSolutionError
 
 
 @dataclass(frozen=True)
@@ -72,13 +74,16 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
     sol_or_cache : solvers.Solution or solvers.LinearCache
         The forward solve: a Solution (its ``u`` and cache), or a cache whose last
         ``cache.solve()`` gives u (``cache.u``).
-    ubar : array of u's shape
-        ū = ∂f/∂u (for complex u: the cotangent with df = Re⟨ū, du⟩).
+    ubar : array of u's shape, or an operator when u is (n, k)
+        ū = ∂f/∂u (for complex u: the cotangent with df = Re⟨ū, du⟩). A low-rank operator
+        ū = P Qᴴ (``RankOne``/``LowRank``) costs rank(ū) adjoint solves instead of k, and
+        λ stays low rank; any other operator (``Identity``, ``Diagonal``, ``Sparse``) is read as
+        its n×k entries, the size of u.
 
     Returns
     -------
     SolveCotangent
-        ``.A`` = Ā (lazy), ``.b`` = b̄ = λ.
+        ``.A`` = Ā (lazy), ``.b`` = b̄ = λ (an array; a ``LowRank`` for a low-rank ū).
 
     Raises
     ------
@@ -90,7 +95,7 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
     ShapeError
         ``ubar`` not of u's shape.
     TypeError
-        Neither a Solution nor a LinearCache.
+        Neither a Solution nor a LinearCache (an unsolved LinearProblem: solve it first).
     SolveError
         From the adjoint solve (an iterative method that misses its tolerance on Aᴴ).
 
@@ -134,11 +139,18 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
             raise StaleSolutionError(
                 "the cache holds no solution for its current A and b (none was computed yet, or "
                 "update() replaced A or b since): call cache.solve() before pulling back")
+    elif isinstance(sol_or_cache, LinearProblem):
+        raise TypeError("solve_pullback needs the solved problem, got a LinearProblem that has "
+                        "not been solved: solve it first, sol = sv.solve(prob) (or cache = "
+                        "sv.init(prob); cache.solve()), then ad.solve_pullback(sol, ubar) — the "
+                        "adjoint solve reuses that factorization")
     else:
         raise TypeError(f"solve_pullback needs a solvers.Solution or LinearCache, got "
                         f"{type(sol_or_cache).__name__}")
     if isinstance(ubar, (list, tuple)):
         ubar = np.asarray(ubar)
+    if _is_operator(ubar):
+        return _solve_pullback_operator(cache, u, lo.aslinop(ubar))
     if not is_array(ubar) or tuple(ubar.shape) != tuple(u.shape):
         raise ShapeError(f"ubar.shape={tuple(getattr(ubar, 'shape', ()))} but "
                          f"u.shape={tuple(u.shape)}")
@@ -149,44 +161,70 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
     return SolveCotangent(lo.LowRank(neg, u), lam)
 
 
+def _solve_pullback_operator(cache, u, ubar) -> SolveCotangent:
+    """ū given as an operator of U's shape (n, k): a low-rank ū = P Qᴴ costs r adjoint solves
+    and keeps λ = (A⁻ᴴP) Qᴴ and Ā = −(A⁻ᴴP)(U Q)ᴴ low rank; any other operator is read as its
+    n×k entries (the size of U itself) and solved column by column."""
+    if u.ndim != 2 or ubar.shape != tuple(u.shape):
+        raise ShapeError(f"ubar is an operator of shape {ubar.shape} but u.shape="
+                         f"{tuple(u.shape)}" + (": an operator cotangent needs a matrix u "
+                                                "(several right-hand sides)" if u.ndim == 1 else ""))
+    if isinstance(ubar, (lo.RankOne, lo.LowRank)):
+        P, Q = ubar.factors()
+        LP = seal(cache.solve_adjoint(P))
+        xp = namespace(u, Q)
+        return SolveCotangent(lo.LowRank(seal(-LP), u @ Q if xp is np else xp.matmul(u, Q)),
+                              lo.LowRank(LP, Q))
+    lam = cache.solve_adjoint(lo.to_dense(ubar, allow_dense=True))
+    return SolveCotangent(lo.LowRank(seal(-lam), u), lam)
+
+
 def matmul_pullback(L, R, Ybar):
     """Pull Ȳ back through Y = L @ R; returns (L̄, R̄).
 
     Either operand may be an operator (lo / scipy / cupyx / BCOO sparse or dense) and the other a
     dense vector or matrix, so ``matmul_pullback(A, X, Ybar)`` serves A @ X and
-    ``matmul_pullback(X, A, Ybar)`` serves X @ A. The dense side is computed with sparse·dense
-    products (the operator is never densified); the operator side is LowRank (RankOne for
-    vectors) — project it with ``lo.project(Lbar, like=A)`` for the values' gradient (SDDMM).
+    ``matmul_pullback(X, A, Ybar)`` serves X @ A; both may be operators too. The dense side is
+    computed with sparse·dense products (the operator is never densified); the operator side
+    is LowRank (RankOne for vectors) — project it with ``lo.project(Lbar, like=A)`` for the
+    values' gradient (SDDMM).
+
+    Ȳ may itself be an operator (``lo.Identity``, ``Diagonal``, ``Sparse``, ``LowRank``, any
+    linops operator or scipy sparse matrix) when Y is a matrix: then both cotangents are lazy
+    operators, L̄ = Ȳ Rᴴ and R̄ = Lᴴ Ȳ as products that simplify where the structure allows
+    (``Identity`` drops out, a low-rank factor keeps the product low rank), and nothing of
+    Y's size is formed. ∂ tr(L R) is :func:`trace_pullback`.
 
     Parameters
     ----------
     L, R : operator or array
-        The factors of Y = L @ R. At most one of them is an operator (``lo`` operator, scipy /
-        cupyx sparse, jax BCOO/BCSR, scipy LinearOperator); the other is a dense array of shape
-        (n,) or (n, k) on the right, (n,) or (m, n) on the left. Two dense arrays are allowed
-        too (both cotangents are then arrays).
-    Ybar : array of Y's shape
-        Ȳ = ∂f/∂Y.
+        The factors of Y = L @ R: operators (``lo`` operator, scipy / cupyx sparse, jax
+        BCOO/BCSR, scipy LinearOperator) or dense arrays of shape (n,) or (n, k) on the right,
+        (n,) or (m, n) on the left.
+    Ybar : array or operator of Y's shape
+        Ȳ = ∂f/∂Y; an operator only where Y is 2-D.
 
     Returns
     -------
     (Lbar, Rbar)
-        L̄ = Ȳ Rᴴ and R̄ = Lᴴ Ȳ. The operator's cotangent is lazy (``RankOne``/``LowRank``),
-        the dense one an array (one product with the operator's adjoint).
+        L̄ = Ȳ Rᴴ and R̄ = Lᴴ Ȳ. With an array Ȳ: an operator's cotangent is lazy (``RankOne``/
+        ``LowRank``; a lazy product when both factors are operators), a dense factor's an array.
+        With an operator Ȳ: both lazy operators.
 
     Raises
     ------
     ShapeError
-        The shapes of L and R do not chain, or ``Ybar`` is not of Y's shape.
+        The shapes of L and R do not chain, ``Ybar`` is not of Y's shape, or an operator Ȳ
+        meets a vector Y; the message names the shapes.
     TypeError
-        Both operands are operators (compose ``Ybar_op @ R.H`` and ``L.H @ Ybar_op`` lazily
-        instead).
+        ``Ybar`` is neither an array nor an operator.
 
     Notes
     -----
     Cost: one product with the operator's adjoint, O(nnz·k) for a sparse one; the lazy
     cotangent is O((m + n)·k) memory; its projection onto A's pattern is an SDDMM, O(nnz·k).
-    The cotangent is the full gradient: dense on A's structural zeros until projected.
+    An operator Ȳ costs nothing until the cotangents are applied or queried. The cotangent is
+    the full gradient: dense on A's structural zeros until projected.
 
     Examples
     --------
@@ -201,31 +239,43 @@ def matmul_pullback(L, R, Ybar):
     >>> Xbar, Abar = matmul_pullback(np.ones((2, 3)), A, np.ones((2, 3)))   # Y = X @ A
     >>> Xbar.tolist(), Abar.shape
     ([[5.0, 5.0, 2.0], [5.0, 5.0, 2.0]], (3, 3))
+
+    An operator cotangent: Ȳ = I (f = tr Y) gives L̄ = Rᴴ, lazily.
+
+    >>> R = lo.RankOne(np.ones(3), np.arange(3.0))
+    >>> Abar, Rbar = matmul_pullback(A, R, lo.Identity(3))
+    >>> Abar, bool(np.allclose(lo.to_dense(Abar), lo.to_dense(R).T))
+    (RankOne(shape=(3, 3), dtype=float64), True)
     """
     l_op, r_op = _is_operator(L), _is_operator(R)
+    L = lo.aslinop(L) if l_op else _dense_operand(L, "L")
+    R = lo.aslinop(R) if r_op else _dense_operand(R, "R")
+    y_shape = _chain(L, R, l_op, r_op)
+    if _is_operator(Ybar):
+        Ybar = lo.aslinop(Ybar)
+        if len(y_shape) != 2:
+            raise ShapeError(f"Ybar is an operator of shape {Ybar.shape} but Y = L @ R is a "
+                             f"vector of shape {y_shape} (L.shape={tuple(L.shape)}, "
+                             f"R.shape={tuple(R.shape)}): pass Ybar as an array")
+        if Ybar.shape != y_shape:
+            raise ShapeError(f"Ybar.shape={Ybar.shape} but Y = L @ R has shape {y_shape} "
+                             f"(L.shape={tuple(L.shape)}, R.shape={tuple(R.shape)})")
+        Lop = L if l_op else lo.Dense(L)
+        Rop = R if r_op else lo.Dense(R)
+        return Ybar @ Rop.H, Lop.H @ Ybar
+    _check_ybar(Ybar, y_shape, L, R)
+    if l_op and r_op:
+        Y = lo.Dense(Ybar)
+        return Y @ R.H, L.H @ Y
     if l_op:
-        L = lo.aslinop(L)
-    if r_op:
-        R = lo.aslinop(R)
-    if l_op and not r_op:
-        if R.shape[0] != L.shape[1]:
-            raise ShapeError(f"A @ X with A.shape={L.shape} but X.shape={tuple(R.shape)}")
-        _check_ybar(Ybar, (L.shape[0],) + tuple(R.shape[1:]))
         Lbar = lo.RankOne(Ybar, R) if R.ndim == 1 else lo.LowRank(Ybar, R)
         return Lbar, L.H @ Ybar
-    if r_op and not l_op:
+    if r_op:
         # X @ A: Ā = Xᴴ Ȳ, written as U Vᴴ with U = Xᴴ (n, m) and V = Ȳᴴ (n, m)
-        if L.shape[-1] != R.shape[0]:
-            raise ShapeError(f"X @ A with X.shape={tuple(L.shape)} but A.shape={R.shape}")
-        _check_ybar(Ybar, tuple(L.shape[:-1]) + (R.shape[1],))
         xp = namespace(L, Ybar)
         if L.ndim == 1:
             return Ybar @ R.H, lo.RankOne(xp.conj(L), xp.conj(Ybar))
         return Ybar @ R.H, lo.LowRank(xp.conj(L).T, xp.conj(Ybar).T)
-    if l_op and r_op:
-        raise TypeError("matmul_pullback needs one dense operand; for operator @ operator the "
-                        "cotangent of each factor is Ȳ times the other's adjoint: compose them "
-                        "lazily with `Ybar_op @ R.H` and `L.H @ Ybar_op`")
     # both dense: the textbook rule on 2-D views (a vector operand is one row or one column)
     xp = namespace(L, R, Ybar)
     L2 = L[None, :] if L.ndim == 1 else L
@@ -234,6 +284,66 @@ def matmul_pullback(L, R, Ybar):
     Lbar = Y2 @ xp.conj(R2).T
     Rbar = xp.conj(L2).T @ Y2
     return Lbar.reshape(L.shape), Rbar.reshape(R.shape)
+
+
+def trace_pullback(L, R, scale=1.0):
+    """The cotangents of f = scale · Re tr(L R): (L̄, R̄) = (scale · Rᴴ, scale · Lᴴ), lazy.
+
+    ``matmul_pullback(L, R, scale * lo.Identity(m))`` spelled out: ∂ tr(L R)/∂L = Rᵀ, whose
+    conjugate is the cotangent in this package's convention. Neither the product L R nor any
+    m×m array is formed — the results are the factors' adjoints (an ``Identity``
+    cotangent drops out of the products), so their memory is at most the factors' own: a
+    low-rank factor's adjoint shares its arrays, a sparse one's is its transposed pattern
+    (O(nnz)), a dense array is snapshotted once. ``scale`` is the outer derivative when f is a
+    function of the trace (f = φ(tr(L R)) gives scale = φ′).
+
+    Parameters
+    ----------
+    L, R : operator or 2-D array
+        With L R square: L of shape (m, k), R of shape (k, m).
+    scale : scalar, default 1.0
+
+    Returns
+    -------
+    (Lbar, Rbar)
+        Operators of L's and R's shapes.
+
+    Raises
+    ------
+    ShapeError
+        If L R is not square or the factors do not chain.
+
+    Notes
+    -----
+    To contract with a sparse L (its gradient on the stored entries), ``lo.project(Lbar,
+    like=L)``: O(nnz·rank) for a low-rank R. The trace value itself is ``lo.trace(L @ R)``,
+    which evaluates only the diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo
+    >>> H = sp.random(500, 500, 0.01, random_state=0, format="csr")
+    >>> R = lo.LowRank(np.ones((500, 2)), np.ones((500, 2)))
+    >>> Hbar, Rbar = trace_pullback(H, R)                     # Hbar = Rᴴ
+    >>> Hbar, lo.payload_nbytes(Hbar) == lo.payload_nbytes(R)
+    (LowRank(shape=(500, 500), dtype=float64), True)
+    >>> bool(np.isclose(lo.inner(Hbar, lo.aslinop(H)), lo.trace(lo.aslinop(H) @ R)))  # ⟨Rᴴ, H⟩ = tr(H R)
+    True
+    """
+    shapes = []
+    for name, X in (("L", L), ("R", R)):
+        shape = tuple(getattr(X, "shape", ()))
+        if len(shape) != 2:
+            raise ShapeError(f"trace_pullback needs matrices: {name}.shape={shape}")
+        shapes.append(shape)
+    (m, k), (k2, m2) = shapes
+    if k != k2 or m != m2:
+        raise ShapeError(f"tr(L R) needs L (m, k) and R (k, m): L.shape={shapes[0]}, "
+                         f"R.shape={shapes[1]}")
+    dtype = np.result_type(*[np.dtype(getattr(X, "dtype", np.float64)) for X in (L, R)],
+                           np.asarray(scale).dtype)
+    I = lo.Identity(m, dtype=dtype)
+    return matmul_pullback(L, R, I if scale == 1 else scale * I)
 
 
 def inv_pullback(cache: LinearCache, Ybar) -> lo.LinearOperator:
@@ -303,6 +413,33 @@ def _is_operator(x) -> bool:
         or mod.startswith("scipy.sparse.linalg")
 
 
-def _check_ybar(Ybar, shape) -> None:
-    if not is_array(Ybar) or tuple(Ybar.shape) != tuple(shape):
-        raise ShapeError(f"Ybar.shape={tuple(getattr(Ybar, 'shape', ()))} but Y has shape {tuple(shape)}")
+def _dense_operand(X, name: str):
+    """A dense factor as an array (lists are accepted); anything else is named."""
+    if isinstance(X, (list, tuple)):
+        X = np.asarray(X)
+    if not is_array(X) or X.ndim not in (1, 2):
+        raise TypeError(f"matmul_pullback: {name} must be an operator or a 1-D/2-D array, got "
+                        f"{type(X).__name__} of shape {tuple(getattr(X, 'shape', ()))}")
+    return X
+
+
+def _chain(L, R, l_op: bool, r_op: bool) -> tuple:
+    """Y's shape for Y = L @ R; ShapeError naming both when they do not chain."""
+    if L.shape[-1] != R.shape[0]:
+        kinds = {(True, False): "A @ X", (False, True): "X @ A"}.get((l_op, r_op), "L @ R")
+        raise ShapeError(f"Y = {kinds} with L.shape={tuple(L.shape)} and R.shape="
+                         f"{tuple(R.shape)}: the inner dimensions differ ({L.shape[-1]} vs "
+                         f"{R.shape[0]})")
+    return tuple(L.shape[:-1]) + tuple(R.shape[1:])
+
+
+def _check_ybar(Ybar, shape, L, R) -> None:
+    if isinstance(Ybar, (list, tuple)):
+        raise TypeError("matmul_pullback: Ybar must be an array or a linops operator, got a "
+                        f"{type(Ybar).__name__}; pass np.asarray(Ybar)")
+    if not is_array(Ybar):
+        raise TypeError(f"matmul_pullback: Ybar must be an array of Y's shape {tuple(shape)} or "
+                        f"a linops operator, got {type(Ybar).__name__}")
+    if tuple(Ybar.shape) != tuple(shape):
+        raise ShapeError(f"Ybar.shape={tuple(Ybar.shape)} but Y = L @ R has shape {tuple(shape)} "
+                         f"(L.shape={tuple(L.shape)}, R.shape={tuple(R.shape)})")

@@ -6,7 +6,8 @@ a wrong adjoint is the most common bug in hand-written operators, and it silentl
 every adjoint solve and gradient built on it. ``check_against_dense`` then compares every
 query with the dense computation. The zoo gives one small instance of every operator kind, in
 any backend and dtype, for property tests; ``poisson_family`` a finite-element family with its
-load, for examples and benchmarks.
+load, for examples and benchmarks; ``check_family`` compares a family with an assembly of your
+own finite-element code (and tells you when the element blocks went in transposed).
 
 Examples
 --------
@@ -37,7 +38,7 @@ from ._pytree import array_leaves
 from ._sparse import Sparse
 
 __all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array",
-           "poisson_family", "grid_dofs", "q4_laplace_stiffness"]
+           "poisson_family", "grid_dofs", "q4_laplace_stiffness", "check_family"]
 
 
 def tolerance(dtype) -> float:
@@ -363,13 +364,13 @@ def grid_dofs(nx: int, ny: int) -> np.ndarray:
                      ix[1:, :-1].ravel()], axis=1)
 
 
-def poisson_family(nx: int, ny: int | None = None):
+def poisson_family(nx: int, ny: int | None = None, *, fixed: str = "left"):
     """2-D heat-conduction family K(θ) = Σₑ θₑ Kₑ on an nx×ny grid of Q4 cells (one θ per cell),
-    temperature fixed on the left edge. Returns (fam, b) with b a uniform heat load on the free
-    dofs. n = nx·(ny+1) unknowns, about 9n stored entries.
+    temperature fixed on the left edge (or on the whole boundary). Returns (fam, b) with b a
+    uniform heat load on the free dofs. About 9 stored entries per unknown.
 
-    K(θ) is symmetric positive definite for θ > 0 (the fixed edge removes the constants), so
-    it suits Cholesky, CG and AMG. The load is 1/(nx·ny) per free node, a total of 1 + 1/ny.
+    K(θ) is symmetric positive definite for θ > 0 (the fixed nodes remove the constants), so
+    it suits Cholesky, CG and AMG. The load is 1/(nx·ny) per free node.
 
     Parameters
     ----------
@@ -377,13 +378,21 @@ def poisson_family(nx: int, ny: int | None = None):
         Cells along x.
     ny : int, optional
         Cells along y (default nx).
+    fixed : {"left", "boundary"}, default "left"
+        Which nodes are held at zero: the left edge (n = nx·(ny + 1) unknowns), or every
+        boundary node (n = (nx − 1)·(ny − 1), the problem of ``python -m linops bench scale``).
 
     Returns
     -------
     fam : AffineSparse
-        Of shape (n, n) with n = nx·(ny + 1) and ``n_params == nx·ny``; built by
-        ``AffineSparse.from_elements``, so ``fam.expand`` gives the full grid.
+        Of shape (n, n) and ``n_params == nx·ny``; built by ``AffineSparse.from_elements``,
+        so ``fam.expand`` gives the full grid.
     b : ndarray of shape (n,)
+
+    Raises
+    ------
+    ValueError
+        If ``fixed`` is neither "left" nor "boundary".
 
     Examples
     --------
@@ -393,9 +402,104 @@ def poisson_family(nx: int, ny: int | None = None):
     >>> K = fam(np.ones(fam.n_params))
     >>> bool(np.all(np.linalg.eigvalsh(K.to_scipy().toarray()) > 0))
     True
+    >>> poisson_family(4, fixed="boundary")[0].shape
+    (9, 9)
     """
     ny = nx if ny is None else ny
     ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
+    if fixed == "left":
+        nodes = ix[:, 0]
+    elif fixed == "boundary":
+        nodes = np.concatenate([ix[0], ix[-1], ix[1:-1, 0], ix[1:-1, -1]])
+    else:
+        raise ValueError(f"poisson_family: fixed={fixed!r}; use 'left' or 'boundary'")
     fam = AffineSparse.from_elements(q4_laplace_stiffness(), grid_dofs(nx, ny),
-                                     (nx + 1) * (ny + 1), fixed=ix[:, 0])
+                                     (nx + 1) * (ny + 1), fixed=nodes)
     return fam, np.full(fam.shape[0], 1.0 / (nx * ny))
+
+
+def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
+    """Check a family against a reference assembly of the same problem: ``fam(θ)`` equals K.
+
+    Use it once when gluing a finite-element code to :class:`AffineSparse`: a wrong dof map,
+    a missed element or a transposed element block (row = test function, column = trial
+    function; scikit-fem's ``COOData.tolocal()`` returns the transpose) all show here. For a
+    nonsymmetric form a transposed block gives Kᵀ, which solves without any error; this check
+    names that case. Cost O(nnz): nothing is densified.
+
+    Parameters
+    ----------
+    fam : AffineSparse
+    K : scipy sparse matrix, ``lo.Sparse`` or 2-D array
+        The reference matrix at ``theta``: on all n dofs (it is then restricted to
+        ``fam.free``) or on the free dofs.
+    theta : array of shape (fam.n_params,), optional
+        Default: all ones (the plain assembly).
+    rtol : float, default 1e-12
+        Relative to the largest entry of K.
+
+    Returns
+    -------
+    True
+
+    Raises
+    ------
+    AssertionError
+        Naming the largest deviation and where it is, and saying so when ``fam(θ)`` is the
+        transpose of K.
+    ShapeError
+        If K fits neither the family's nor the full shape.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, linops as lo
+    >>> Ke = np.array([[1.0, -1.0], [0.0, 1.0]])                   # a nonsymmetric element
+    >>> dofs = np.array([[0, 1], [1, 2]])
+    >>> K = sp.csr_array(np.array([[1.0, -1, 0], [0, 2, -1], [0, 0, 1]]))
+    >>> check_family(lo.AffineSparse.from_elements(Ke, dofs, 3), K)
+    True
+    >>> check_family(lo.AffineSparse.from_elements(Ke.T, dofs, 3), K)
+    Traceback (most recent call last):
+    ...
+    AssertionError: fam(θ) is the TRANSPOSE of the reference ...
+    """
+    import scipy.sparse as sp
+
+    from ._errors import ShapeError
+
+    theta = np.ones(fam.n_params) if theta is None else np.asarray(theta)
+    R = K.to_scipy() if hasattr(K, "to_scipy") else K
+    R = sp.csr_array(R)
+    n = fam.shape[0]
+    if R.shape != fam.shape:
+        if fam.free is None or R.shape != (fam.n_full, fam.n_full):
+            raise ShapeError(f"check_family: K.shape={R.shape} but the family's shape="
+                             f"{fam.shape}" + (f" (or ({fam.n_full}, {fam.n_full}) on all dofs)"
+                                               if fam.n_full else ""))
+        R = R[fam.free][:, fam.free]
+    F = sp.csr_array(fam(theta).to_scipy())
+    scale = max(float(abs(R).max()) if R.nnz else 0.0, np.finfo(float).tiny)
+
+    def worst(D):
+        D = sp.coo_array(D)
+        if D.nnz == 0:
+            return 0.0, None
+        i = int(np.argmax(np.abs(D.data)))
+        return float(abs(D.data[i])), (int(D.row[i]), int(D.col[i]))
+
+    err, where = worst(F - R)
+    if err <= rtol * scale:
+        return True
+    errT, _ = worst(F - R.T)
+    if errT <= rtol * scale:
+        raise AssertionError(
+            f"fam(θ) is the TRANSPOSE of the reference (max deviation {err:.3g} from K, "
+            f"{errT:.3g} from Kᵀ, relative to max|K| = {scale:.3g}): the element blocks went in "
+            f"transposed. from_elements adds Ke[e][a, b] to K[dofs[e, a], dofs[e, b]]: row = "
+            f"test function, column = trial function; scikit-fem's COOData.tolocal() returns "
+            f"the transpose, so pass np.swapaxes(coo.tolocal(), 1, 2), or give the COOData to "
+            f"AffineSparse.from_coo directly")
+    i, j = where
+    raise AssertionError(f"fam(θ) differs from the reference: max deviation {err:.3g} "
+                         f"(relative {err / scale:.3g} > rtol={rtol:g}) at free dofs ({i}, {j}): "
+                         f"fam {F[i, j]:.6g}, reference {R[i, j]:.6g}; of {n} free dofs")

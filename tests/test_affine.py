@@ -106,3 +106,36 @@ def test_from_elements_with_offset_builds_a_resolvent_family():
         E[b[0], b[1]] = E[b[1], b[0]] = -1.0
         Ks.append(sp.csr_matrix(E))
     np.testing.assert_allclose(fam.pullback(G), dense_contraction(G, Ks).real, atol=1e-13)
+
+
+# ----- issue 16, finding 6: incidence counts that cannot wrap ---------------------------------
+@pytest.mark.parametrize("degree", [255, 256, 70_000])
+def test_finding_6_a_hub_shared_by_many_elements_keeps_its_entries(degree):
+    """A star of 2-node elements around dof 0 (int8 wrapped at 256, int16 would at 65 536)."""
+    dofs = np.stack([np.zeros(degree, dtype=int), np.arange(1, degree + 1)], axis=1)
+    Ke = np.array([[1.0, -1.0], [-0.5, 2.0]])
+    fam = lo.AffineSparse.from_elements(Ke, dofs, degree + 1, fixed=[degree])
+    nf = degree
+    assert fam.pattern.nnz == 1 + 3 * (nf - 1)      # hub diagonal, hub row/column, leaf diagonals
+    assert int(fam.MH.pattern.indices.min()) >= 0   # every element entry found its slot
+    theta = 1 + rng.random(degree)
+    K = fam(theta).to_scipy()
+    assert K[0, 0] == pytest.approx(theta.sum(), rel=1e-13)
+    np.testing.assert_allclose(K.diagonal()[1:], 2 * theta[:-1], rtol=1e-15)
+    np.testing.assert_allclose(K[0, 1:].toarray().ravel(), -theta[:-1], rtol=1e-15)
+    G = lo.RankOne(np.ones(nf), np.ones(nf))                     # sum of all entries
+    np.testing.assert_allclose(fam.pullback(G)[:-1], np.full(degree - 1, Ke.sum()), rtol=1e-13)
+
+
+def test_finding_6_a_256_sector_disc_centre():
+    """Triangles around a centre node (the mesh of issue 16): 256 elements share dof 0."""
+    m = 256
+    ring = np.arange(1, m + 1)
+    tri = np.stack([np.zeros(m, dtype=int), ring, np.roll(ring, -1)], axis=1)
+    Ke = np.array([[2.0, -1.0, -1.0], [-1.0, 1.0, 0.0], [-1.0, 0.0, 1.0]])
+    fam = lo.AffineSparse.from_elements(Ke, tri, m + 1, fixed=ring[::2])
+    theta = rng.random(m) + 0.5
+    full = np.zeros((m + 1, m + 1))
+    for e in range(m):
+        full[np.ix_(tri[e], tri[e])] += theta[e] * Ke
+    np.testing.assert_allclose(lo.to_dense(fam(theta)), full[np.ix_(fam.free, fam.free)], atol=1e-12)

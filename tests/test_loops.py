@@ -246,14 +246,27 @@ def test_adjoints_pullback_in_the_loop_uses_the_current_factorization():
 
 # ----- from_elements: the sort-free construction equals the general one --------------------------
 def general_family(Ke, dofs, n, fixed=None):
+    """An independent reference: every element entry through one global sort (np.unique in
+    Pattern.from_coo_with_map), duplicates summed by scipy, Mᴴ by scipy's transpose."""
+    import scipy.sparse as sp
+
+    Ke, dofs = np.asarray(Ke), np.asarray(dofs)
+    ne, k = dofs.shape
     is_free = np.ones(n, dtype=bool)
     if fixed is not None:
         is_free[np.asarray(fixed)] = False
     free = np.flatnonzero(is_free)
     newidx = np.full(n, -1, dtype=np.int64)
     newidx[free] = np.arange(free.size)
-    return AffineSparse._from_elements_general(np.asarray(Ke), np.asarray(dofs), is_free, newidx,
-                                               free, n, None)
+    r = np.broadcast_to(dofs[:, :, None], (ne, k, k))
+    c = np.broadcast_to(dofs[:, None, :], (ne, k, k))
+    e = np.broadcast_to(np.arange(ne)[:, None, None], (ne, k, k))
+    keep = is_free[r] & is_free[c]
+    pattern, pos = lo.Pattern.from_coo_with_map(newidx[r[keep]], newidx[c[keep]],
+                                                (free.size, free.size))
+    M = sp.csr_array((np.broadcast_to(Ke, (ne, k, k))[keep], (pos, e[keep])),
+                     shape=(pattern.nnz, ne))
+    return AffineSparse(pattern, lo.Sparse.from_scipy(M.conj().T), None, free, n)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -9,6 +9,9 @@ For every notebook in notebooks/:
   reference, so a failed check would have stopped the run.
 * ``test_notebook_executes`` runs a copy in a fresh kernel (nbclient): no error, under 60 s, and
   the same checks and number of figures as the stored file (stored outputs still current).
+  The kernel sees ``LINOPS_NOTEBOOK_SIZE=small``: a notebook stored at a size that takes
+  minutes (05, the 3-D cantilever at 3·10⁵ dofs) runs the same cells and checks on a small
+  mesh here; the others ignore it.
 
 ``test_stored_check_rejects`` shows that the stored-file check fails on a notebook with cleared
 outputs, edited code, an error, a failed check or no figure.
@@ -92,7 +95,7 @@ def problems_with_stored(nb) -> list[str]:
 
 
 def test_the_notebooks_are_numbered_without_gaps():
-    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(1, 8)]
+    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(1, 10)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -102,7 +105,10 @@ def test_stored_notebook(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path):
+def test_notebook_executes(path, monkeypatch):
+    monkeypatch.setenv("LINOPS_NOTEBOOK_SIZE", "small")   # inherited by the kernel
+    if path.stem.startswith("06"):
+        pytest.importorskip("skfem", reason="notebook 06 glues scikit-fem: pip install scikit-fem")
     stored = nbformat.read(path, as_version=4)
     nb = copy.deepcopy(stored)
     for cell in nb.cells:

@@ -1,22 +1,30 @@
 """Scale: value + θ-gradient of f(θ) = aᵀK(θ)⁻¹b with CG + AMG (pyamg smoothed aggregation),
 building the family included, at n = 10⁶ … 10⁷ (Q4 Poisson family, nx ≈ √n).
 
-    python -m linops bench scale [--sizes 1000 2000 3162] [--rtol 1e-8]
+    python -m linops bench scale [--sizes 1001 2001 3164] [--rtol 1e-8]
     (also: python benchmarks/scale.py ...)
 
+The problem: Q4 Laplace on nx × nx cells, every boundary node fixed (n = (nx − 1)² unknowns).
 Two implementations, each size and each implementation in a fresh subprocess (peak RSS is its
 own; run one at a time — 10⁷ takes most of a 24 GB machine):
 
-- ``linops``: ``lo.testing.poisson_family(nx)`` → ``fam(θ)`` → ``sv.init(LinearProblem(K, b,
-  posdef=True), sv.CG(rtol, precond=sv.AMG()))`` → ``cache.solve()`` → ``ad.solve_pullback`` →
-  ``fam.pullback``;
+- ``linops``: ``lo.testing.poisson_family(nx, fixed="boundary")`` → ``fam(θ)`` →
+  ``sv.init(LinearProblem(K, b, posdef=True), sv.CG(rtol, precond=sv.AMG()))`` →
+  ``cache.solve()`` → ``ad.solve_pullback`` → ``fam.pullback``;
 - ``hand``: a numpy + scipy + pyamg script doing the same work: grid connectivity, Dirichlet
   elimination and COO indices (int32) by hand, ``csr_matrix((θₑ·Ke, (i, j)))`` assembly, the same
   pyamg solver and scipy ``cg`` twice, gradient by the element formula −λₑᵀ Ke uₑ.
 
 Reported per row: total time and its parts, peak RSS (over the interpreter after imports), and
 the bytes per unknown of every structure the path keeps alive (counted from the arrays).
-Targets (issue 12): linops < 60 s and < 16 GB at n = 10⁷; linops / hand ≤ 1.10 in time and memory.
+
+The family-build table times what a user does once before a loop, each in a fresh process
+(best of ``--build-repeats``): the *plain* numpy/scipy COO assembly of K (connectivity,
+elimination, int32 COO indices, ``csr_matrix``), against ``AffineSparse.from_elements`` (from
+the same connectivity) and ``AffineSparse.from_coo`` (from top88-style full triplets
+``iK, jK, sK, param`` that the timed code builds too). Wall and CPU time, peak RSS.
+Targets (issue 19): family build ≤ 1.1 × the plain assembly at every size; value + θ-gradient
+at n = 10⁷ ≤ 60 s and ≤ 12 GB.
 """
 
 from __future__ import annotations
@@ -111,7 +119,7 @@ def _linops(nx: int, rtol: float) -> dict:
 
     t = {}
     t0 = time.perf_counter()
-    fam, b = lo.testing.poisson_family(nx)
+    fam, b = lo.testing.poisson_family(nx, fixed="boundary")
     t["build"] = time.perf_counter() - t0
     rng = np.random.default_rng(0)
     theta = 0.5 + rng.random(fam.n_params)
@@ -163,7 +171,7 @@ def _hand(nx: int, rtol: float) -> dict:
                    [-2.0, -1.0, 4.0, -1.0], [-1.0, -2.0, -1.0, 4.0]]) / 6.0
     N = (nx + 1) * (ny + 1)
     free = np.ones(N, dtype=bool)
-    free[nodes[:, 0]] = False
+    free[nodes[0]] = free[nodes[-1]] = free[nodes[:, 0]] = free[nodes[:, -1]] = False
     newidx = np.full(N, -1, dtype=np.int32)
     newidx[free] = np.arange(int(free.sum()), dtype=np.int32)
     n = int(free.sum())
@@ -218,6 +226,150 @@ def _hand(nx: int, rtol: float) -> dict:
             "iterations": its[0], "levels": len(ml.levels)}
 
 
+# ----- family build against the plain COO assembly (each in its own process) -------------------
+BUILDS = ("plain", "from_elements", "from_coo")
+
+
+def _boundary_nodes(nx: int) -> np.ndarray:
+    ix = np.arange((nx + 1) ** 2).reshape(nx + 1, nx + 1)
+    return np.concatenate([ix[0], ix[-1], ix[1:-1, 0], ix[1:-1, -1]])
+
+
+def build_plain(nx: int):
+    """K by the plain numpy/scipy COO assembly (what ``_hand`` does before its solves):
+    connectivity, Dirichlet elimination, int32 COO indices of the kept entries, csr_matrix."""
+    import scipy.sparse as sp
+
+    import linops as lo
+
+    dofs = lo.testing.grid_dofs(nx, nx)
+    Ke = lo.testing.q4_laplace_stiffness()
+    N = (nx + 1) ** 2
+    free = np.ones(N, dtype=bool)
+    free[_boundary_nodes(nx)] = False
+    newidx = np.full(N, -1, dtype=np.int32)
+    n = int(free.sum())
+    newidx[free] = np.arange(n, dtype=np.int32)
+    d = newidx[dofs]
+    iK = np.repeat(d, 4, axis=1).ravel()
+    jK = np.tile(d, (1, 4)).ravel()
+    keep = (iK >= 0) & (jK >= 0)
+    sK = np.broadcast_to(Ke.ravel(), (dofs.shape[0], 16)).ravel()[keep]
+    K = sp.csr_matrix((sK, (iK[keep], jK[keep])), shape=(n, n))
+    return K
+
+
+def build_from_elements(nx: int):
+    """The family from the same connectivity: ``AffineSparse.from_elements``."""
+    import linops as lo
+
+    dofs = lo.testing.grid_dofs(nx, nx)
+    return lo.AffineSparse.from_elements(lo.testing.q4_laplace_stiffness(), dofs,
+                                         (nx + 1) ** 2, fixed=_boundary_nodes(nx))
+
+
+def build_from_coo(nx: int):
+    """The family from top88-style triplets over all dofs (built here, as a user would):
+    ``AffineSparse.from_coo(iK, jK, sK, param, shape=N, fixed=...)``."""
+    import linops as lo
+
+    dofs = lo.testing.grid_dofs(nx, nx).astype(np.int32)
+    ne = dofs.shape[0]
+    iK = np.repeat(dofs, 4, axis=1).ravel()
+    jK = np.tile(dofs, (1, 4)).ravel()
+    sK = np.tile(lo.testing.q4_laplace_stiffness().ravel(), ne)
+    param = np.repeat(np.arange(ne, dtype=np.int32), 16)
+    return lo.AffineSparse.from_coo(iK, jK, sK, param, shape=(nx + 1) ** 2,
+                                    fixed=_boundary_nodes(nx))
+
+
+def run_build(impl: str, nx: int) -> dict:
+    """Time one build (after a warm-up at nx = 8): wall, CPU (user + system) and peak RSS
+    over the state before it."""
+    fn = {"plain": build_plain, "from_elements": build_from_elements,
+          "from_coo": build_from_coo}[impl]
+    fn(8)
+    base = _rss_now()
+    c0, t0 = os.times(), time.perf_counter()
+    out = fn(nx)
+    wall, c1 = time.perf_counter() - t0, os.times()
+    nnz = out.nnz if hasattr(out, "nnz") else out.pattern.nnz
+    return {"impl": impl, "nx": nx, "n": int(out.shape[0]), "nnz": int(nnz), "wall_s": wall,
+            "cpu_s": (c1.user - c0.user) + (c1.system - c0.system), "sys_s": c1.system - c0.system,
+            "peak_mb": (_peak_rss() - base) / 2**20}
+
+
+def _build_child(impl: str, nx: int, timeout: float, blas_threads: int | None) -> dict:
+    code = ("import json; from linops._app.scale import run_build; "
+            f"print('@@' + json.dumps(run_build({impl!r}, {nx})))")
+    row = {"impl": impl, "nx": nx, "n": (nx - 1) ** 2}
+    env = dict(os.environ)
+    if blas_threads:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(blas_threads)
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {**row, "skipped": f"timed out after {timeout:.0f} s"}
+    for line in p.stdout.splitlines():
+        if line.startswith("@@"):
+            return json.loads(line[2:])
+    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    return {**row, "skipped": f"failed (rc {p.returncode}): {err[:160]}"}
+
+
+def run_builds(sizes, repeats: int = 2, timeout: float = 1200.0, progress=None,
+               blas_threads: int | None = 1) -> list[dict]:
+    """Per size and build, the best (lowest wall time) of ``repeats`` fresh processes, the
+    three builds interleaved; ratios against the plain assembly."""
+    rows = []
+    for nx in sizes:
+        best: dict = {}
+        for rep in range(repeats):
+            for impl in BUILDS:
+                if progress:
+                    progress(f"build nx={nx} {impl} ({rep + 1}/{repeats})")
+                r = _build_child(impl, nx, timeout, blas_threads)
+                r["load_avg"] = os.getloadavg()[0]
+                if impl not in best or r.get("wall_s", np.inf) < best[impl].get("wall_s", np.inf):
+                    best[impl] = r
+        plain = best["plain"]
+        for impl in BUILDS:
+            r = best[impl]
+            if "wall_s" in r and "wall_s" in plain:
+                r["wall_ratio"] = r["wall_s"] / plain["wall_s"]
+                # os.times ticks in 10 ms: at tiny sizes a ratio of ticks means nothing
+                r["cpu_ratio"] = r["cpu_s"] / plain["cpu_s"] if plain["cpu_s"] > 0 else None
+                r["peak_ratio"] = r["peak_mb"] / plain["peak_mb"] if plain["peak_mb"] > 0 else None
+            rows.append(r)
+    return rows
+
+
+def format_builds(rows: list[dict]) -> str:
+    from .report import markdown_table as table
+
+    out = []
+    for r in rows:
+        if "skipped" in r:
+            out.append({"n": f"{r['n']:,}", "build": r["impl"], "wall s": r["skipped"]})
+            continue
+        out.append({"n": f"{r['n']:,}", "build": r["impl"], "wall s": f"{r['wall_s']:.2f}",
+                    "cpu s (sys)": f"{r['cpu_s']:.2f} ({r['sys_s']:.2f})",
+                    "peak GB": f"{r['peak_mb'] / 1024:.2f}",
+                    "vs plain: wall, cpu, peak": ", ".join(
+                        "–" if r[k] is None else f"{r[k]:.2f}"
+                        for k in ("wall_ratio", "cpu_ratio", "peak_ratio"))
+                    if r["impl"] != "plain" and "wall_ratio" in r else "",
+                    "load": f"{r['load_avg']:.1f}"})
+    cols = ["n", "build", "wall s", "cpu s (sys)", "peak GB", "vs plain: wall, cpu, peak", "load"]
+    legend = ("family build (target ≤ 1.10 × plain): plain = numpy/scipy COO assembly of one K "
+              "(connectivity, elimination, int32 indices, csr_matrix); from_elements and from_coo "
+              "build the family K(θ) (from_coo's time includes making the full iK, jK, sK, param); "
+              "best of fresh processes; cpu = user + system (system: page faults of fresh memory)")
+    return table(out, cols) + "\n\n" + legend
+
+
 def run_one(impl: str, nx: int, rtol: float = RTOL) -> dict:
     import warnings
 
@@ -245,7 +397,7 @@ def run_one(impl: str, nx: int, rtol: float = RTOL) -> dict:
 def _child(impl: str, nx: int, rtol: float, timeout: float, blas_threads: int | None) -> dict:
     code = ("import json; from linops._app.scale import run_one; "
             f"print('@@' + json.dumps(run_one({impl!r}, {nx}, {rtol})))")
-    row = {"method": f"{impl} CG+AMG", "impl": impl, "nx": nx, "n": nx * (nx + 1)}
+    row = {"method": f"{impl} CG+AMG", "impl": impl, "nx": nx, "n": (nx - 1) ** 2}
     try:
         env = dict(os.environ)
         if blas_threads:
@@ -262,7 +414,7 @@ def _child(impl: str, nx: int, rtol: float, timeout: float, blas_threads: int | 
     return {**row, "skipped": f"failed (rc {p.returncode}): {err[:160]}"}
 
 
-def run(sizes=(1000, 2000, 3162), rtol: float = RTOL, timeout: float = 1200.0,
+def run(sizes=(1001, 2001, 3164), rtol: float = RTOL, timeout: float = 1200.0,
         progress=None, blas_threads: int | None = 1) -> list[dict]:
     """Rows per size: hand then linops (never two at once), with linops/hand ratios.
     ``blas_threads``: OpenBLAS/OpenMP threads of both children (default 1: pyamg's setup is
@@ -323,16 +475,32 @@ def main(argv=None, out=None) -> list[dict]:
 
     ap = argparse.ArgumentParser(prog="python -m linops bench scale",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=_positive, nargs="+", default=[1000, 2000, 3162],
-                    metavar="NX", help="grid sides (n = nx·(nx+1)); default 1000 2000 3162")
+    ap.add_argument("--sizes", type=_positive, nargs="+", default=[1001, 2001, 3164],
+                    metavar="NX", help="grid sides (n = (nx − 1)² unknowns); default 1001 2001 "
+                    "3164 (10⁶, 4·10⁶, 10⁷)")
+    ap.add_argument("--only", choices=("build", "solve"), default=None,
+                    help="only the family-build table, or only the value + gradient table")
+    ap.add_argument("--build-repeats", type=_positive, default=2, metavar="R",
+                    help="fresh processes per family build (the best is kept); default 2")
     ap.add_argument("--rtol", type=float, default=RTOL)
     ap.add_argument("--blas-threads", type=int, default=1, help="0: leave the environment")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
     args = ap.parse_args(argv)
-    rows = run(args.sizes, args.rtol, blas_threads=args.blas_threads or None,
-               progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
-                                        flush=True))
-    text = format_rows(rows)
+    def progress(s):
+        print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr, flush=True)
+
+    rows, parts = [], []
+    if args.only != "solve":
+        builds = run_builds(args.sizes, args.build_repeats, progress=progress,
+                            blas_threads=args.blas_threads or None)
+        rows += [{**r, "section": "build"} for r in builds]
+        parts.append(format_builds(builds))
+    if args.only != "build":
+        solves = run(args.sizes, args.rtol, blas_threads=args.blas_threads or None,
+                     progress=progress)
+        rows += solves
+        parts.append(format_rows(solves))
+    text = "\n\n".join(parts)
     publish(args.out, "scale", text, rows, argv)
     return rows
 
