@@ -373,8 +373,9 @@ class AffineSparse:
             if off.pattern != pattern:
                 union = pattern.union(off.pattern)
                 slot, _ = union.locate(pattern.rows, pattern.indices)
-                MH = Sparse(MH.values, _adopt(MH.pattern.indptr, slot[MH.pattern.indices],
-                                              (MH.shape[0], union.nnz)))
+                MH = Sparse(MH.values, Pattern._trusted(MH.pattern.indptr,
+                                                        slot[MH.pattern.indices],
+                                                        (MH.shape[0], union.nnz)))
                 pattern = union
             off_vals = np.zeros(pattern.nnz, dtype=np.result_type(MH.dtype, off.dtype))
             s_off, _ = pattern.locate(off.pattern.rows, off.pattern.indices)
@@ -755,7 +756,7 @@ def _element_pattern(ds, nf: int) -> Pattern:
     KP = Et.T.tocsr() @ Et
     del Et
     KP.sort_indices()               # in place: a transposed copy would be one more fresh K
-    return _adopt(KP.indptr, KP.indices, (nf, nf))
+    return Pattern._trusted(KP.indptr, KP.indices, (nf, nf))
 
 
 def _element_map(Ke, order, ds, pattern: Pattern, n_params: int) -> Sparse:
@@ -829,7 +830,7 @@ def _element_map(Ke, order, ds, pattern: Pattern, n_params: int) -> Sparse:
         raise RuntimeError("from_elements: an element entry has no slot in the pattern")
     if Ke.dtype.kind == "c":
         np.conjugate(coef, out=coef)
-    return Sparse(seal(coef), _adopt(mh_indptr, slots, (n_params, pattern.nnz)))
+    return Sparse(seal(coef), Pattern._trusted(mh_indptr, slots, (n_params, pattern.nnz)))
 
 
 def _slot_search(pattern: Pattern):
@@ -1050,7 +1051,7 @@ def _coo_core(rows, cols, values, param, n: int, P: int):
         first[indptr[:-1][indptr[:-1] < N]] = True
     slot = np.cumsum(first, dtype=np.int64)
     nnz = int(slot[-1]) if N else 0
-    pattern = _adopt(np.concatenate(([0], slot))[indptr], scol[first], (n, n))
+    pattern = Pattern._trusted(np.concatenate(([0], slot))[indptr], scol[first], (n, n))
     del scol, first
     slot -= 1
     v = values[sid]
@@ -1058,25 +1059,10 @@ def _coo_core(rows, cols, values, param, n: int, P: int):
         np.conjugate(v, out=v)
     MH = sp.csr_array((v, (param[sid], slot)), shape=(P, nnz))
     MH.sum_duplicates()
-    return pattern, Sparse(seal(MH.data), _adopt(MH.indptr, MH.indices, (P, nnz)))
+    return pattern, Sparse(seal(MH.data), Pattern._trusted(MH.indptr, MH.indices, (P, nnz)))
 
 
 # ----- small helpers ----------------------------------------------------------------------------
-def _adopt(indptr, indices, shape) -> Pattern:
-    """A canonical pattern from index arrays this module has just computed and hands over:
-    nobody else holds them or the arrays they view (a scipy result we drop). Like
-    ``Pattern._trusted``, but without its copies of arrays that can be as large as the
-    family itself; they are narrowed to the index dtype and made read-only here."""
-    it = index_dtype(len(indices), shape)
-    p = object.__new__(Pattern)
-    for name, a in (("indptr", indptr), ("indices", indices)):
-        a = np.ascontiguousarray(a).astype(it, copy=False)
-        a.setflags(write=False)
-        object.__setattr__(p, name, a)
-    object.__setattr__(p, "shape", (int(shape[0]), int(shape[1])))
-    return p
-
-
 def _adjoint_of_scipy(M) -> Sparse:
     """Mᴴ as a lo.Sparse from a scipy matrix (one counting-sort transposition)."""
     MH = M.conj().T if np.iscomplexobj(M.data) else M.T

@@ -116,11 +116,27 @@ class Pattern:
     # ----- constructors -------------------------------------------------------------------------
     @classmethod
     def _trusted(cls, indptr, indices, shape) -> "Pattern":
-        """A pattern this module computed itself (already canonical): no validation pass."""
+        """A pattern from index arrays its caller has just computed, canonical, and hands over.
+
+        For linops code only (a transposition, an assembly) that built canonical CSR itself: no
+        validation pass and no copy. The arrays are kept — narrowed to :func:`index_dtype`
+        (which copies only if their dtype differs) and made read-only in place — so the
+        caller must not hold them, nor arrays they view, after the call; a scipy result it
+        drops is the usual source. Cost O(1) for arrays already of the index dtype, where the
+        constructor pays O(nnz) for its checks and copies: an assembled pattern can take
+        hundreds of MB. Anything from a user goes through ``Pattern(...)``, which checks.
+
+        Examples
+        --------
+        >>> indptr, indices = np.array([0, 1, 2], dtype=np.int32), np.array([1, 0], dtype=np.int32)
+        >>> P = Pattern._trusted(indptr, indices, (2, 2))
+        >>> P.indices is indices, indices.flags.writeable
+        (True, False)
+        """
         p = object.__new__(cls)
         idx = index_dtype(len(indices), shape)
         for name, a in (("indptr", indptr), ("indices", indices)):
-            a = np.array(a, dtype=idx, copy=True)
+            a = np.ascontiguousarray(a).astype(idx, copy=False)
             a.setflags(write=False)
             object.__setattr__(p, name, a)
         object.__setattr__(p, "shape", (int(shape[0]), int(shape[1])))
