@@ -21,11 +21,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._backend import backend_of
-from ._base import seal
+from ._algebra import as_operator
+from ._backend import backend_of, seal
 from ._errors import ShapeError
+from ._generics import sample_pattern
 from ._pattern import Pattern, index_dtype
-from ._queries import _operator, sample_pattern
 from ._sparse import Sparse
 
 #: samples per call of the slot search (bounds the temporaries of from_elements to a few MB)
@@ -541,7 +541,7 @@ class AffineSparse:
                              "b(θ) = fam.rhs(θ, f), which depends on θ: pass bbar=g.b (the "
                              "cotangent of b, e.g. SolveCotangent.b), or bbar=0 if your "
                              "right-hand side does not come from fam.rhs")
-        G = _operator(G, "AffineSparse.pullback")
+        G = as_operator(G, "AffineSparse.pullback")
         if G.shape != self.shape:
             raise ShapeError(f"pullback: G.shape={G.shape} but the family's shape={self.shape}")
         g = sample_pattern(G, self.pattern)
@@ -1074,7 +1074,7 @@ def _is_zero(x) -> bool:
 
 
 def _as_sparse(K, name: str) -> Sparse:
-    op = _operator(K, f"AffineSparse {name}")
+    op = as_operator(K, f"AffineSparse {name}")
     if not isinstance(op, Sparse):
         raise TypeError(f"AffineSparse {name} must be sparse (scipy sparse or lo.Sparse), got "
                         f"{type(op).__name__}")

@@ -19,9 +19,6 @@ from ._errors import ShapeError
 from ._generics import conjugate, payload_nbytes
 from ._pytree import array_leaves
 
-# still importable from here for linops/_affine.py, which another change owns right now
-from ._backend import seal as seal
-
 
 class LinearOperator(abc.ABC):
     """An m×n linear map, applied lazily: the base class of every linops operator.

@@ -19,11 +19,6 @@ from ._generics import _inner_split_k, _sample, dense_within_limit, sample_patte
 from ._pattern import Pattern
 from ._sparse import Sparse
 
-# linops/_affine.py, which another change owns right now, imports ``_operator`` and
-# ``sample_pattern`` from here; they live in _algebra (as ``as_operator``) and _generics.
-
-_operator = as_operator
-
 
 # ----- to_dense ----------------------------------------------------------------------------------
 def to_dense(A, *, allow_dense: bool = False):
