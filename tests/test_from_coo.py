@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import linops as lo
-from linops._affine import _element_blocks
+from linops._assembly import _element_blocks
 
 rng = np.random.default_rng(19)
 
