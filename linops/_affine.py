@@ -13,7 +13,8 @@ and non-zero prescribed values are lifted into the right-hand side (``fam.rhs``)
 share of the θ-gradient (``fam.pullback(G, bbar=...)``).
 
 This module is the family and what it does (products, right-hand side, pullbacks). How the
-constructors build its pattern and maps is :mod:`linops._assembly`; the eliminated dofs and
+constructors build its pattern and maps is :mod:`linops._assembly` (their input checked and
+element blocks recognised in :mod:`linops._assembly_input`); the eliminated dofs and
 prescribed values are :mod:`linops._dirichlet`.
 """
 

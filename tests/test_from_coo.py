@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import linops as lo
-from linops._assembly import _element_blocks
+from linops._assembly_input import element_blocks
 
 rng = np.random.default_rng(19)
 
@@ -124,14 +124,14 @@ def test_element_block_layouts_take_the_element_route_and_agree_with_the_sort(la
     n = 6 * 5
     fixed = np.arange(0, n, 6)                       # the left edge
     rows, cols, vals, param = layout(Ke, dofs)
-    blocks = _element_blocks(rows, cols, vals, param, dofs.shape[0])
+    blocks = element_blocks(rows, cols, vals, param, dofs.shape[0])
     assert blocks is not None
     np.testing.assert_array_equal(blocks[1], dofs)
     np.testing.assert_array_equal(blocks[0], Ke)     # row = test, column = trial
     fam = lo.AffineSparse.from_coo(rows, cols, vals, param, shape=n, fixed=fixed)
     ref = lo.AffineSparse.from_elements(Ke, dofs, n, fixed=fixed)
     perm = rng.permutation(rows.size)                # shuffled: no block structure left
-    assert _element_blocks(rows[perm], cols[perm], vals[perm], param[perm], dofs.shape[0]) is None
+    assert element_blocks(rows[perm], cols[perm], vals[perm], param[perm], dofs.shape[0]) is None
     shuffled = lo.AffineSparse.from_coo(rows[perm], cols[perm], vals[perm], param[perm],
                                         shape=n, fixed=fixed)
     for other in (ref, shuffled):
