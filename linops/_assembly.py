@@ -1,14 +1,13 @@
-"""Assembly of a family K(θ) = K₀ + Σᵢ θᵢ Kᵢ: its union pattern, the map Mᴴ (parameters ×
-slots) whose SpMV gives K(θ)'s values, and the map Bᴴ of the lifted right-hand side, from
-explicit terms, element blocks or COO triplets.
+"""Assembly of a family K(θ) = K₀ + Σᵢ θᵢ Kᵢ from explicit terms, element blocks or COO
+triplets: its union pattern, Mᴴ (parameters × slots: K(θ)'s values are one SpMV) and Bᴴ (the
+lifted right-hand side's θ-dependent part), as :class:`Parts`, the stored form that
+``AffineSparse`` keeps as it is.
 
-The three routes end in the same stored form, :class:`Parts`, which ``AffineSparse`` keeps as
-it is. Element blocks (``from_elements``, and triplets recognised as element blocks) get K's
-pattern from the boolean incidence product E Eᵀ and find each element entry's slot by a
-search within its row, in chunks through buffers allocated once; since slots ascend with
-(row, column), Mᴴ comes out in CSR as written. General triplets are bucketed by row and
-sorted within rows by scipy's compiled COO → CSR. Fixed dofs are eliminated on the way (the
-conditions themselves are :class:`linops._dirichlet.Dirichlet`).
+Element blocks get K's pattern from the boolean incidence product E Eᵀ and each element
+entry's slot from a search within its row, in chunks through buffers allocated once; slots
+ascend with (row, column), so Mᴴ comes out in CSR as written. General triplets are bucketed
+by row and sorted within rows by scipy's compiled COO → CSR. Fixed dofs
+(:class:`linops._dirichlet.Dirichlet`) are eliminated on the way.
 """
 
 from __future__ import annotations
@@ -156,9 +155,7 @@ def _stored(pattern: Pattern, MH: Sparse, offset, bc=None, lift=None) -> Parts:
 
 def _offset(offset, bc: Dirichlet):
     """(K₀ on the free dofs as a Sparse, b₀ = K₀,fd g or None), or None without an offset."""
-    if offset is None:
-        return None
-    return bc.eliminate_offset(_as_sparse(offset, "offset"))
+    return None if offset is None else bc.eliminate_offset(_as_sparse(offset, "offset"))
 
 
 # ----- element blocks ---------------------------------------------------------------------------
