@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+from .legends import legend
+
 RTOL = 1e-8
 
 
@@ -322,12 +324,17 @@ def main(argv=None, out=None) -> list[dict]:
     from .report import publish
 
     ap = argparse.ArgumentParser(prog="python -m linops bench scale",
-                                 description=__doc__.split("\n")[0])
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description=__doc__.split("\n\n")[0].replace("``", ""),
+                                 epilog=legend("scale"))
     ap.add_argument("--sizes", type=_positive, nargs="+", default=[1000, 2000, 3162],
                     metavar="NX", help="grid sides (n = nx·(nx+1)); default 1000 2000 3162")
-    ap.add_argument("--rtol", type=float, default=RTOL)
-    ap.add_argument("--blas-threads", type=int, default=1, help="0: leave the environment")
-    ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
+    ap.add_argument("--rtol", type=float, default=RTOL,
+                    help=f"CG stops at ‖b − Kx‖ ≤ rtol‖b‖ (default {RTOL:g})")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS/OpenMP threads per child (default 1; 0: leave the environment)")
+    ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR",
+                    help="folder for scale.md and scale.json (default bench-out/)")
     args = ap.parse_args(argv)
     rows = run(args.sizes, args.rtol, blas_threads=args.blas_threads or None,
                progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
