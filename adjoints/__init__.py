@@ -15,6 +15,11 @@ SolveCotangent                   ``.A`` = −λuᴴ (RankOne/LowRank), ``.b`` = 
 matmul_pullback(L, R, Ybar)      Y = A @ X or X @ A: (L̄, R̄), the operator's one lazy
 inv_pullback(cache, Ybar)        Y = A⁻¹ used as an operator: Ā = −A⁻ᴴȲA⁻ᴴ, lazy
 
+logdet_pullback(cache)           log|det A|: Ā = A⁻ᴴ lazily, entries by selected inversion
+inv_sample_pullback(cache, r, c, v̄)  entries of A⁻¹: Ā = −A⁻ᴴȲA⁻ᴴ, LowRank (2 solves/column)
+eigsh_pullback(eig, λ̄, V̄)       eigenpairs: Σλ̄ᵢvᵢvᵢᴴ + projected solves for V̄ (no factorization)
+logdet_estimate_pullback(est)    matrix-free: Hutchinson estimate of A⁻ᴴ (EstimatedCotangent, stderr)
+
 From a lazy cotangent G to numbers (re-exported from linops)
 ------------------------------------------------------------
 project(G, like=A)               G on A's stored entries: the fixed-pattern gradient (SDDMM)
@@ -56,10 +61,17 @@ from ._pullbacks import SolveCotangent as SolveCotangent
 from ._pullbacks import inv_pullback as inv_pullback
 from ._pullbacks import matmul_pullback as matmul_pullback
 from ._pullbacks import solve_pullback as solve_pullback
+from ._eigsh import eigsh_pullback as eigsh_pullback
+from ._logdet import inv_sample_pullback as inv_sample_pullback
+from ._logdet import EstimatedCotangent as EstimatedCotangent
+from ._logdet import logdet_estimate_pullback as logdet_estimate_pullback
+from ._logdet import logdet_pullback as logdet_pullback
 
 __all__ = [
     # pullbacks
     "solve_pullback", "SolveCotangent", "matmul_pullback", "inv_pullback",
+    "logdet_pullback", "inv_sample_pullback", "eigsh_pullback",
+    "logdet_estimate_pullback", "EstimatedCotangent",
     # from a lazy cotangent to numbers
     "project", "AffineSparse",
 ]

@@ -124,8 +124,8 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
     """
     if isinstance(sol_or_cache, Solution):
         cache, u = sol_or_cache.cache, sol_or_cache.u
-        if cache is None or u is None:
-            raise ValueError(f"this Solution has no solution to pull back (status "
+        if cache is None or u is None or not sol_or_cache.status.ok:  # a failure's last iterate
+            raise ValueError(f"this Solution has no solution to pull back (status "     # is no u
                              f"{sol_or_cache.status.name}: {sol_or_cache.status.message})")
         cache.check_current(sol_or_cache.generation)
     elif isinstance(sol_or_cache, LinearCache):

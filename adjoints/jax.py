@@ -24,7 +24,9 @@ array. JAX's convention for complex numbers applies: cotangents use the plain tr
 numpy path when eager (``solvers.SingularMatrixError``, ``solvers.NonFiniteInputError``, ...) and
 fail a jitted computation with a ``JaxRuntimeError`` whose first line names the problem.
 
-Public API: :func:`solve`, :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`.
+Public API: :func:`solve`, :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`;
+log-determinants and eigenpairs (issue 18): :func:`logdet`, :func:`slogdet`, :func:`inv_sample`,
+:func:`eigsh`.
 
 JAX conventions
 ---------------
@@ -77,7 +79,9 @@ from ._jax_spmm import spmm
 
 ensure_jax_pytrees()
 
-__all__ = ["solve", "matmul", "stats", "reset_stats", "Stats"]
+from ._jax_logdet import eigsh, inv_sample, logdet, slogdet  # noqa: E402  (issue 18)
+
+__all__ = ["solve", "matmul", "stats", "reset_stats", "Stats", "logdet", "slogdet", "inv_sample", "eigsh"]
 
 # the names solve() accepts: the solvers algorithms that have a JAX path (no AMG/PETSc/Pardiso
 # as a top-level alg: AMG runs as a preconditioner inside a host solve)

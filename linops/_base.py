@@ -19,10 +19,8 @@ from ._errors import ShapeError
 from ._generics import conjugate, payload_nbytes
 from ._pytree import array_leaves
 
-# still importable from here for files that other changes own right now: linops/_affine.py
-# (seal) and solvers/_inverse.py in the selinv worktree (operator; linops.internals has it)
+# still importable from here for linops/_affine.py, which another change owns right now
 from ._backend import seal as seal
-from ._pytree import operator as operator
 
 
 class LinearOperator(abc.ABC):

@@ -21,9 +21,6 @@ from ._sparse import Sparse
 
 # linops/_affine.py, which another change owns right now, imports ``_operator`` and
 # ``sample_pattern`` from here; they live in _algebra (as ``as_operator``) and _generics.
-# solvers/_inverse.py (in flight) imports ``_sample`` and ``conjugate`` from here: linops.internals
-# exports them now (sample_generic, conjugate)
-from ._generics import conjugate as conjugate
 
 _operator = as_operator
 

@@ -46,6 +46,14 @@ AMG(kind="sa" | "rs")      algebraic multigrid (pyamg; numpy only); also a solve
 ILU(drop_tol, fill_factor)  incomplete LU (numpy, cupy)
 Jacobi()                   diag(A)⁻¹ (every backend, lazy operators too)
 
+Log-determinants, selected inversion (issue 18)
+-----------------------------------------------
+cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
+selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
+inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
+eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization
+logdet_estimate(A) -> LogDetEstimate  matrix-free A: SLQ estimate of log det, with its stderr
+
 Errors and warnings
 -------------------
 SolveError                 base of every solve failure (``status`` says which); ``throw=False``
@@ -123,6 +131,15 @@ from ._results import Status as Status
 from ._solve import init as init
 from ._solve import solve as solve
 from ._woodbury import Woodbury as Woodbury
+from ._logdet import LogDet as LogDet
+from ._selinv import SelectedInverse as SelectedInverse
+from ._selinv import selected_inverse as selected_inverse
+from ._inverse import Inverse as Inverse
+from ._inverse import inverse as inverse
+from ._eigsh import Eigenpairs as Eigenpairs
+from ._eigsh import eigsh as eigsh
+from ._slq import LogDetEstimate as LogDetEstimate
+from ._slq import logdet_estimate as logdet_estimate
 
 __all__ = [
     # problem and results
@@ -136,6 +153,9 @@ __all__ = [
     "SolveError", "SingularMatrixError", "NotPositiveDefiniteError", "NotHermitianError",
     "NonFiniteInputError", "ConvergenceError", "StaleSolutionError", "HintWarning",
     "BackendNotSupported", "TransposeNotSupportedError",
+    # log-determinants, selected inversion, eigenvalues (issue 18)
+    "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
+    "eigsh", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
 ]
 
 

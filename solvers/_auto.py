@@ -183,7 +183,7 @@ class Fallback(Algorithm):
     def _setup(self, A, prob) -> Factor:
         try:
             return self.first.setup(A, prob)
-        except NotPositiveDefiniteError as e:
+        except NotPositiveDefiniteError:
             if prob is not None and prob.posdef:
                 warn_caller(f"the problem says {hint_text(prob)} but A is not positive definite "
                             f"({self.first.label} found a pivot <= 0); solving with LU instead",

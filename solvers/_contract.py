@@ -113,12 +113,24 @@ class Factor(abc.ABC):
         None: not supported (a full setup with its own analysis)."""
         return None
 
-    def logdet(self) -> tuple:
-        """(sign, log|det A|) from the factors; engines without one raise BackendNotSupported."""
+    def logdet(self):
+        """(sign, log|det A|) (a ``solvers.LogDet``) from the factors; engines without factors
+        raise BackendNotSupported naming a direct solver or the stochastic estimator."""
         raise BackendNotSupported(
-            f"log-determinant is not available from {self.kind or type(self).__name__}: it needs "
-            f"a direct factorization (sv.LU(), sv.Cholesky(), sv.Pardiso()) or a stochastic "
-            f"estimator for matrix-free operators")
+            f"logdet needs a factorization, and this cache holds {self.kind or type(self).__name__}"
+            f": use a direct solver (sv.LU(), sv.Cholesky(), sv.Pardiso(posdef=True)), or for an "
+            f"operator that cannot be factorized the stochastic estimate sv.logdet_estimate(A) "
+            f"(with its standard error)")
+
+    def selected_inverse(self, shape):
+        """A⁻¹ on the factor's filled pattern (a ``solvers.SelectedInverse``), by the Takahashi
+        recurrences on the factors; engines without accessible factors raise
+        BackendNotSupported."""
+        raise BackendNotSupported(
+            f"selected inversion needs the factors of A, and this cache holds "
+            f"{self.kind or type(self).__name__}: use sv.LU() (SuperLU) or sv.Cholesky() "
+            f"(CHOLMOD) for a sparse A; for an operator that cannot be factorized, "
+            f"sv.logdet_estimate")
 
     def close(self) -> None:
         """Release external resources now (PARDISO memory, PETSc objects); idempotent. The
@@ -139,6 +151,11 @@ class EmptyFactor(Factor):
 
     def _spawn(self, A) -> "EmptyFactor":
         return EmptyFactor(A)
+
+    def logdet(self):
+        from ._logdet import LogDet
+
+        return LogDet(1.0, 0.0)  # det of the 0×0 matrix
 
 
 class Algorithm(abc.ABC):

@@ -24,7 +24,8 @@ from linops.internals import backend_named, diagonal_of, structure, to_numpy
 
 from ._checks import as_dense_array, backend_of_problem, cast_rhs, precision, rcond_tol, split_complex
 from ._contract import Algorithm, Factor
-from ._errors import NotPositiveDefiniteError, SingularMatrixError
+from ._errors import BackendNotSupported, NotPositiveDefiniteError, SingularMatrixError
+from ._logdet import LogDet, from_diagonal, superlu_logdet
 from ._registry import register
 
 _TRANS = {"N": 0, "T": 1, "H": 2}
@@ -169,6 +170,18 @@ class DenseLUFactor(Factor):
     def _spawn(self, A):
         return DenseLUFactor(A, self.be, self.pivot_rtol)
 
+    def logdet(self) -> LogDet:
+        """sign(P)·Π Uᵢᵢ from getrf's factors, O(n)."""
+        lu, piv = self.lu_piv
+        piv = np.asarray(to_numpy(piv))
+        swaps = int(np.count_nonzero(piv != np.arange(piv.size)))
+        return from_diagonal(self.be.xp.diagonal(lu), -1 if swaps % 2 else 1)
+
+    def selected_inverse(self, shape):
+        from . import _selinv
+
+        return _selinv.dense(self, shape)
+
 
 class SparseLUFactor(Factor):
     """SuperLU through the backend's sparse module. ``order``: the column order of a previous
@@ -219,6 +232,17 @@ class SparseLUFactor(Factor):
 
     def _spawn(self, A):
         return SparseLUFactor(A, self.be, self.pivot_rtol, order=self.order)
+
+    def logdet(self) -> LogDet:
+        return superlu_logdet(self)
+
+    def selected_inverse(self, shape):
+        if not self.be.host_factors:
+            raise BackendNotSupported("selected inversion of a cupyx SuperLU factor is not wired;"
+                                      " factorize on the host (numpy arrays) with sv.LU()")
+        from . import _selinv
+
+        return _selinv.superlu(self, shape)
 
 
 def growth_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> None:
@@ -376,6 +400,16 @@ class DenseCholeskyFactor(Factor):
         f.requires_hermitian = self.requires_hermitian
         return f
 
+    def logdet(self) -> LogDet:
+        """Π Lᵢᵢ², O(n)."""
+        d = np.abs(np.asarray(to_numpy(self.be.xp.diagonal(self.L))))
+        return from_diagonal(d.astype(np.float64) ** 2)
+
+    def selected_inverse(self, shape):
+        from . import _selinv
+
+        return _selinv.dense(self, shape)
+
 
 def _cholmod():
     """scikit-sparse's cholmod module, imported only when a sparse Cholesky is asked for."""
@@ -427,6 +461,15 @@ class CholmodFactor(Factor):
         f = CholmodFactor(A, self.be, self.pivot_rtol, symbolic=self.symbolic)
         f.requires_hermitian = self.requires_hermitian
         return f
+
+    def logdet(self) -> LogDet:
+        """Π Dᵢᵢ of LDLᴴ (the squares of LLᴴ's diagonal), O(n)."""
+        return from_diagonal(np.real(self.factor.D()))
+
+    def selected_inverse(self, shape):
+        from . import _selinv
+
+        return _selinv.cholmod(self, shape)
 
 
 def cholmod_available() -> bool:
@@ -514,6 +557,9 @@ class DiagonalFactor(Factor):
 
     def _spawn(self, A):
         return DiagonalFactor(A)
+
+    def logdet(self) -> LogDet:
+        return LogDet(1.0, 0.0) if self.d is None else from_diagonal(self.d)
 
 
 def _diagonal(A):

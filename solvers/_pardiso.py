@@ -447,6 +447,13 @@ class PardisoFactor(Factor):
         return PardisoFactor(self.handle, slot, A, self.be, self.dtype, self.upper,
                              self.pivot_rtol)
 
+    def logdet(self):
+        """The Hermitian positive definite types: Σ log of the pivots (O(n)); the unsymmetric
+        ones raise BackendNotSupported (MKL factorizes a scaled, matched matrix)."""
+        from ._logdet import pardiso_logdet
+
+        return pardiso_logdet(self)
+
     def close(self) -> None:
         self._finalizer()
 

@@ -26,7 +26,7 @@ import linops as lo
 from linops.internals import ShapeError, structure
 
 from ._acceptance import attainable, backward_error, verdict
-from ._checks import hermitian_defect, hermitian_tol
+from ._checks import hermitian_defect, hermitian_tol, rcond_tol
 from ._contract import Algorithm, Factor
 from ._errors import BackendNotSupported, ConvergenceError, SingularMatrixError, SolveError
 from ._petsc_table import (BAD_COMPONENTS, SEQUENTIAL_FACTOR, SYMMETRIC_KSP, TABLE_VERSION,
@@ -36,7 +36,6 @@ from ._results import Status
 
 DIRECT_BACKWARD_TOL = 1e-8   # ‖b − A x‖ / (‖A‖·‖x‖ + ‖b‖) accepted from a direct (preonly) solve
 RESTARTS = 3
-RCOND_TOL = 1e3 * np.finfo(np.float64).eps  # as sv.LU: fewer than ~3 correct digits left
 
 class TransposeNotSupportedError(BackendNotSupported):
     """A transposed/adjoint solve was asked of a PETSc combination whose transposed solve is
@@ -437,8 +436,9 @@ class _PETScFactor(Factor):
 
     def _rcond_check(self, seed: int = 12345) -> None:
         """Direct solvers: reciprocal condition estimate from one solve with a random r,
-        rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞); at or below RCOND_TOL the factorization is singular to
-        working precision (MUMPS does not report null pivots by default). Collective."""
+        rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞); at or below ``rcond_tol`` (sv.LU's threshold) the
+        factorization is singular to working precision (MUMPS does not report null pivots by
+        default). Collective."""
         lib = _lib()
         r, x = self.mat.createVecLeft(), self.mat.createVecRight()
         try:
@@ -449,11 +449,12 @@ class _PETScFactor(Factor):
             xmax, rmax = x.norm(inf), r.norm(inf)
         finally:
             _destroy(r, x)
-        if not np.isfinite(xmax) or rmax <= RCOND_TOL * self.norm_inf * xmax:
+        tol = rcond_tol(self.dtype)
+        if not np.isfinite(xmax) or rmax <= tol * self.norm_inf * xmax:
             est = rmax / (self.norm_inf * xmax) if np.isfinite(xmax) and xmax else 0.0
             raise SingularMatrixError(
                 f"PETSc {self.spec.combo}: the matrix is singular to working precision: estimated "
-                f"reciprocal condition number {est:.3g} <= {RCOND_TOL:.3g}. "
+                f"reciprocal condition number {est:.3g} <= {tol:.3g}. "
                 f"{Status.SINGULAR.message}")
 
     def _decide_transpose(self) -> tuple[str, str]:
@@ -653,7 +654,6 @@ class _PETScFactor(Factor):
     def _backward_error(self, b_np, x, r, transposed: bool) -> float:
         """Componentwise ω = max |b − op(A)x|ᵢ / (|op(A)||x| + |b|)ᵢ with a |A| Mat built on
         first use (only on this rare path). Collective."""
-        lib = _lib()
         if self._absmat is None:
             M = self.mat.duplicate(copy=True)
             ai, aj, av = M.getValuesCSR()

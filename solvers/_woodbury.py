@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import linops as lo
 from linops.internals import backend_of, low_rank_split
 
 from ._contract import Algorithm, Factor

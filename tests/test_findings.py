@@ -122,6 +122,10 @@ def test_finding10_throw_false_returns_the_last_iterate(alg):
     with pytest.raises(sv.ConvergenceError) as e:
         sv.solve(sv.LinearProblem(P, b), alg(rtol=0.0, atol=0.0, maxiter=2))
     np.testing.assert_array_equal(e.value.iterate, sol.u)
+    import adjoints as ad
+
+    with pytest.raises(ValueError, match="MAX_ITERATIONS"):   # an iterate is not a solution
+        ad.solve_pullback(sol, np.ones_like(b))
 
 
 # ----- 11: empty shapes on every path ------------------------------------------------------------

@@ -32,7 +32,9 @@ SECTIONS = {"loop": "optimisation loops: steps × value + θ-gradient through ca
             "scale": "CG + AMG value + θ-gradient at n = 10⁶ … 10⁷ against a hand-written script",
             "jax": "the jax path against jax spsolve and the numpy path",
             "petsc": "distributed CG + GAMG under MPI against a hand-written petsc4py script "
-                     "(mpirun -n 2 python -m linops bench petsc)"}
+                     "(mpirun -n 2 python -m linops bench petsc)",
+            "logdet": "log det + θ-gradient by selected inversion against n solves; the eigsh "
+                      "gradient"}
 
 
 def _nx(text: str) -> int:
