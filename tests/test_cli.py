@@ -129,10 +129,12 @@ def test_jax_section_takes_typeable_names(capsys):
 
 
 # ----- legends: under every section's table, and in its --help ------------------------------------
-def _header(stdout: str) -> list[str]:
-    """The column headers of the first Markdown table in ``stdout``."""
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("| n "))
-    return [c.strip() for c in line.strip("|").split("|")]
+def _headers(stdout: str) -> list[str]:
+    """The column headers of every Markdown table in ``stdout``."""
+    lines = stdout.splitlines()
+    heads = [ln for ln, nxt in zip(lines, lines[1:]) if ln.startswith("|") and nxt.startswith("|-")]
+    assert heads, "no table in the output"
+    return [c.strip() for ln in heads for c in ln.strip("|").split("|")]
 
 
 SECTION_RUNS = {
@@ -144,6 +146,11 @@ SECTION_RUNS = {
 }
 
 
+def test_every_section_has_a_legend_and_a_run_here():
+    assert set(LEGENDS) == set(bench_mod.SECTIONS) | {"main"}
+    assert set(SECTION_RUNS) | {"logdet"} == set(LEGENDS)  # logdet: formatted below (slow run)
+
+
 @pytest.mark.parametrize("section", sorted(SECTION_RUNS))
 def test_every_section_prints_and_writes_a_legend_for_each_column(section, tmp_path):
     args, needs = SECTION_RUNS[section]
@@ -153,10 +160,30 @@ def test_every_section_prints_and_writes_a_legend_for_each_column(section, tmp_p
     assert p.returncode == 0, p.stderr[-3000:]
     text = legend(section)
     assert text in p.stdout                                   # printed under the table
-    missing = [c for c in _header(p.stdout) if c not in explained(text)]
+    missing = [c for c in _headers(p.stdout) if c not in explained(text)]
     assert missing == [], f"{section}: columns without a legend entry: {missing}"
     md = (tmp_path / f"{'bench' if section == 'main' else section}.md").read_text()
     assert text in md                                         # and written beside it
+
+
+def test_logdet_tables_are_explained_by_the_legend_under_them(tmp_path, capsys):
+    """The logdet section at its smallest still takes a minute (numba compiles its kernels in
+    every child): its two tables are formatted here from rows of the shape it measures."""
+    from linops._app import logdet
+
+    exact = [{"engine": "SuperLU", "kind": "spd", "dtype": "float64", "logdet": 1e-16,
+              "selinv": 5e-16, "gradient": 4e-16}]
+    rows = [{"row": "value+grad", "engine": "SuperLU", "n": 20, "fact_s": 0.1, "value_s": 0.01,
+             "value_grad_s": 0.2, "ratio_vg": 2.0, "ratio_total": 3.0, "factor_mb": 1.0,
+             "vg_peak_mb": 2.0, "mem_ratio": 2.0, "factorizations": 1, "solves": 0}]
+    text = logdet.format_exactness(exact) + "\n\n" + logdet.format_rows(rows)
+    logdet.publish(tmp_path, "logdet", text, rows, [])
+    out = capsys.readouterr().out
+    assert legend("logdet") in out and legend("logdet") in (tmp_path / "logdet.md").read_text()
+    assert [c for c in _headers(out) if c not in explained(legend("logdet"))] == []
+    assert logdet.main.__module__ == "linops._app.logdet"
+    ap_engines = logdet.engine_names()
+    assert {alias for (alias,) in ap_engines.values()} == {"cholesky", "lu", "pardiso"}
 
 
 @pytest.mark.parametrize("section", sorted(LEGENDS))

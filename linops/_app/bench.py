@@ -38,7 +38,15 @@ SECTIONS = {"loop": "optimisation loops: steps × value + θ-gradient through ca
 
 
 def _nx(text: str) -> int:
-    """argparse type of a grid side: an integer in [2, MAX_NX] (n = nx·(nx+1) unknowns)."""
+    """argparse type of a grid side: an integer in [2, MAX_NX] (n = nx·(nx+1) unknowns).
+
+    >>> _nx("400")
+    400
+    >>> _nx("1")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: grid side nx must be in [2, 3200] (n = nx·(nx+1) unknowns), got 1
+    """
     try:
         v = int(text)
     except ValueError:
@@ -114,7 +122,11 @@ def _prepare_out(ap, out: Path) -> None:
 
 def _section_methods(module) -> list[str]:
     """The method names a section module declares: every module-level list or tuple of strings
-    whose name ends in ``METHODS`` (``linops._app.jax.METHODS``, ...)."""
+    whose name ends in ``METHODS`` (``linops._app.jax.METHODS``, ...), in order, each once.
+
+    Read from the module rather than listed here, so that a method the section adds is a
+    name ``--methods`` accepts without an edit to this file.
+    """
     names: list[str] = []
     for attr, value in vars(module).items():
         if attr.endswith("METHODS") and isinstance(value, (list, tuple)) \

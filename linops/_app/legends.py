@@ -10,13 +10,13 @@ its explanation after it (continuation lines indented further).
 
 >>> from linops._app.legends import legend, LEGENDS
 >>> sorted(LEGENDS)
-['jax', 'loop', 'main', 'petsc', 'scale']
+['jax', 'logdet', 'loop', 'main', 'petsc', 'scale']
 >>> legend("loop").splitlines()[0]
 'columns:'
 >>> legend("nosuch")
 Traceback (most recent call last):
 ...
-KeyError: "no legend for section 'nosuch'; sections: jax, loop, main, petsc, scale"
+KeyError: "no legend for section 'nosuch'; sections: jax, logdet, loop, main, petsc, scale"
 """
 
 from __future__ import annotations
@@ -99,7 +99,32 @@ PETSC = """columns:
   build s        mesh numbering + family / preallocation structure (once per optimisation)
   load           1-minute load average when the run ended"""
 
-LEGENDS = {"main": MAIN, "loop": LOOP, "scale": SCALE, "jax": JAX, "petsc": PETSC}
+LOGDET = """columns:
+  engine             the factorization (the exactness table: dense LU / dense Cholesky through
+                     LAPACK, SuperLU, CHOLMOD, PARDISO's definite types; the timing table: the
+                     engine --engines named, as the cache reports it)
+  matrix             spd: the Q4 family; hpd: plus a Hermitian imaginary part; general: not
+                     Hermitian
+  dtype              the matrix's dtype (single precision factorizes in single, CHOLMOD in double)
+  log-det rel. err   relative error of log|det A| from cache.logdet() against numpy's slogdet
+  A⁻¹ on pattern     max error of the selected inverse on A's pattern / max|A⁻¹| (— PARDISO:
+                     log det only)
+  θ-gradient         max error of fam.pullback(ad.logdet_pullback(cache)) against the dense
+                     trace formula / max|gradient|
+  n                  unknowns of the Q4 family, nx·(nx+1)
+  factorize s        one sv.init with the engine: the factorization every later column reuses
+  logdet s           cache.logdet() on those factors
+  value+grad s       cache.logdet() + the θ-gradient by selected inversion, on those factors
+  (v+g)/fact         value+grad s / factorize s
+  (fact+v+g)/fact    (factorize s + value+grad s) / factorize s (target ≤ 5)
+  factor MB          RSS the factorization holds
+  v+g peak MB        peak RSS during value+grad over the RSS before the factorization
+  peak/factor        v+g peak MB / factor MB (target ≤ 3)
+  fact./solves       factorizations / solves the cache counted (the θ-gradient by selected
+                     inversion needs no solve)"""
+
+LEGENDS = {"main": MAIN, "loop": LOOP, "scale": SCALE, "jax": JAX, "petsc": PETSC,
+           "logdet": LOGDET}
 
 
 def legend(section: str) -> str:

@@ -325,7 +325,13 @@ def run_one(solver: str, variant: str, nx: int, steps: int) -> dict:
 def _child(solver: str, variant: str, nx: int, steps: int, timeout: float,
            threads: int | None = None) -> dict:
     """:func:`run_one` in a fresh interpreter (BLAS/OpenMP/MKL limited to ``threads``); a
-    failure or a timeout comes back as the row's ``skipped`` reason."""
+    failure or a timeout comes back as the row's ``skipped`` reason.
+
+    A fresh process per loop keeps each peak RSS its own and each loop free of what an earlier
+    one left (allocator state, MKL's buffers); the row comes back as one JSON line prefixed
+    with ``@@`` on the child's stdout. Cost: one interpreter start with the imports (about a
+    second) on top of the loop.
+    """
     code = ("import json; from linops._app.loop import run_one; "
             f"print('@@' + json.dumps(run_one({solver!r}, {variant!r}, {nx}, {steps})))")
     row = {"method": f"{solver}: {variant}", "solver": solver, "variant": variant,
@@ -468,7 +474,22 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv=None, out=None) -> list[dict]:
     """``python -m linops bench loop``: the loop table with its legend, printed and written
-    to ``--out``; returns the rows (see :func:`run`)."""
+    to ``--out``; returns the rows (see :func:`run`).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``bench loop`` (default: the process's own); see :func:`parser`.
+    out : str, optional
+        The default of ``--out`` (``benchmarks/loop.py`` passes its own).
+
+    Notes
+    -----
+    Cost: ``--repeat`` × (3 loops per solver, 1 for Auto) fresh processes per size; the
+    default (n = 160 400, 10 steps, 2 repeats, every solver) runs about 260 s of loops per
+    repeat here (the README's table), some ten minutes in all on two cores. Progress goes to
+    stderr.
+    """
     ap = parser()
     if out is not None:
         ap.set_defaults(out=Path(out))

@@ -241,7 +241,9 @@ def _run_hand(st, cfg, mpi) -> dict:
 
 # ----- serial (numpy + scipy + pyamg) ------------------------------------------------------------
 def _build_serial(nx: int, comm, cfg) -> dict:
-    """The serial reference's build: ``lo.testing.poisson_family(nx)`` on one process."""
+    """The serial reference's build: ``lo.testing.poisson_family(nx)`` on one process, with
+    the same θ, a, b as the distributed methods (the same free-dof numbering: the left edge
+    fixed, rows numbered row by row)."""
     fam, _ = lo.testing.poisson_family(nx)
     cells = np.arange(fam.n_params)
     return {"fam": fam, "cells": cells, "data": _data(nx, cells, np.arange(fam.shape[0]))}
@@ -488,7 +490,10 @@ def add_ratios(rows: list[dict]) -> None:
 
 def format_rows(rows: list[dict]) -> str:
     """The petsc table (Markdown, :data:`COLUMNS`; its legend is ``legends.PETSC``); a row that
-    did not run says why under time s."""
+    did not run says why under time s.
+
+    ``peak MB/rank`` lists every rank's peak, and says "(not isolated)" when the peak could not
+    be reset before the method (its peak may then include an earlier method's)."""
     cells = []
     for r in rows:
         if "skipped" in r:
@@ -603,7 +608,27 @@ def _validate(ap, args) -> int:
 
 def main(argv=None) -> list[dict]:
     """``python -m linops bench petsc``: the table, printed and written to ``--out`` on rank 0.
-    Every rank returns the rows."""
+    Every rank returns the rows.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``bench petsc`` (default: the process's own); see :func:`parser`.
+
+    Returns
+    -------
+    list of dict
+        One row per (n, ranks, method), the fastest of ``--repeat`` (keys in the module
+        docstring), with ``time_ratio`` / ``mem_ratio`` against the hand row.
+
+    Notes
+    -----
+    Under ``mpirun -n P`` every rank runs this function and the methods share the P processes
+    (:func:`run_here`); with ``--ranks`` (no mpirun) this process only launches one
+    ``mpirun`` per measurement (:func:`run_launches`). Arguments are checked before any
+    measurement (:func:`_validate`); with P > 1, rank 0 checks ``--out`` and every rank exits
+    with status 2 when it is not writable.
+    """
     argv = list(sys.argv[3:] if argv is None else argv)
     ap = parser()
     args = ap.parse_args(argv)
