@@ -218,7 +218,11 @@ def measure_eigsh(L: int) -> dict:
 
 # ----- exactness against dense numpy -------------------------------------------------------------
 def _exact_family(kind: str, dtype):
-    """SPD ('spd'), Hermitian positive definite ('hpd') or general families on a 6×6 Q4 mesh."""
+    """SPD ('spd'), Hermitian positive definite ('hpd') or general families on a 6×6 Q4 mesh.
+
+    'spd' is the Q4 family itself; 'hpd' adds 0.1i·(S − Sᵀ) for a random S on its pattern (a
+    Hermitian imaginary part); 'general' adds S − 1.5 I (and a random imaginary part for
+    complex dtypes): not Hermitian, for the LU engines only. n = 42 unknowns, 36 parameters."""
     import scipy.sparse as sp
 
     fam, _ = lo.testing.poisson_family(6)
@@ -303,7 +307,10 @@ def format_exactness(rows) -> str:
 
 def _child(call: str, timeout: float) -> dict:
     """``m.<call>`` evaluated in a fresh interpreter (its peak RSS its own); a failure or a
-    timeout becomes a row with ``skipped``."""
+    timeout becomes a row with ``skipped``.
+
+    ``call`` is Python source, such as ``"measure_eigsh(316)"``; the child prints the result
+    as one JSON line prefixed with ``@@``, the last line of its stderr is kept on failure."""
     code = ("import json, warnings; warnings.simplefilter('ignore');"
             "from linops._app import logdet as m;"
             f"print('@@' + json.dumps(m.{call}))")

@@ -166,7 +166,20 @@ def _hand_pardiso(reuse: bool, assemble, gradient, b, a, thetas, info) -> float:
 
 def _hand_loop(solver: str, variant: str, fam, b, a, thetas) -> dict:
     """One hand-written loop (``variant`` 'fresh (hand)' or 'symbolic reuse (hand)') of
-    ``solver``; returns the counts, the fill (or iterations) and the last value f."""
+    ``solver``; returns the counts, the fill (or iterations) and the last value f.
+
+    Per step: K(θ) assembled through the same map M as linops, a factorization (or AMG setup),
+    a solve with b and one with a (the adjoint: K is symmetric, so a forward solve for
+    CHOLMOD, PARDISO and CG; SuperLU solves with ``trans='T'``), the θ-gradient −Mᵀ(λᵢuⱼ).
+    What "symbolic reuse" keeps, per solver:
+
+    - CHOLMOD: ``cholesky`` once, then ``cholesky_inplace`` (the analysis kept);
+    - SuperLU: COLAMD's column order from the first ``splu``, then ``splu(K[:, order],
+      permc_spec='NATURAL')`` with the solutions permuted back;
+    - PARDISO: pypardiso's ``factorize`` once, then phase 22 (:func:`_pardiso_numeric`);
+    - CG+AMG: pyamg's aggregates of the first setup passed as predefined aggregates (the
+      numeric hierarchy rebuilt), scipy's ``cg`` twice with the same preconditioner.
+    """
     assemble, gradient = _hand_parts(fam)
     reuse = variant == "symbolic reuse (hand)"
     info: dict = {"factorizations": 0, "numeric_refactorizations": 0}
@@ -448,7 +461,14 @@ def _positive(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m linops bench loop`` (its ``--help`` ends with the legend)."""
+    """The parser of ``python -m linops bench loop`` (its ``--help`` ends with the legend).
+
+    ``--methods`` (old spelling ``--solvers``) takes the table's solver names or the names
+    ``sv.solve`` gives their algorithms (:func:`solver_names`), in any case.
+
+    >>> parser().parse_args(["--methods", "cholesky,PARDISO", "--steps", "3"]).solvers
+    ['CHOLMOD', 'PARDISO']
+    """
     ap = argparse.ArgumentParser(prog="python -m linops bench loop",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  description=__doc__.split("\n\n")[0].replace("``", ""),

@@ -250,7 +250,10 @@ def _build_serial(nx: int, comm, cfg) -> dict:
 
 
 def _run_serial(st, cfg, mpi) -> dict:
-    """The timed serial path: ``sv.CG(rtol, precond=sv.AMG())`` (pyamg) on the same θ, a, b."""
+    """The timed serial path: ``sv.CG(rtol, precond=sv.AMG())`` (pyamg) on the same θ, a, b:
+    K = fam(θ), ``sv.init``, a solve, one ``ad.solve_pullback`` (CG on Kᴴ = K with the same
+    hierarchy) and ``fam.pullback``; the same stopping test ‖b − Kx‖ ≤ rtol‖b‖ as the PETSc
+    methods, so the iteration counts differ only through the preconditioner."""
     fam, (theta, a, b, _) = st["fam"], st["data"]
     K = fam(theta)
     cache = sv.init(sv.LinearProblem(K, b, posdef=True),
@@ -281,7 +284,12 @@ def _rss_kb(*fields: str):
 
 def _release_and_reset_peak() -> bool:
     """Free what the previous method left, return free heap to the system and reset this
-    process's peak RSS to its current RSS; False when the reset is not available."""
+    process's peak RSS to its current RSS; False when the reset is not available.
+
+    Python's and PETSc's garbage first (``gc.collect``, ``PETSc.garbage_cleanup``), then
+    glibc's ``malloc_trim(0)`` (freed heap otherwise stays resident and the next method's peak
+    would start above its own), then ``/proc/self/clear_refs`` ← 5, which sets VmHWM to the
+    current RSS; the reset counts as done when the two agree to 1 MB."""
     from petsc4py import PETSc
 
     gc.collect()
@@ -538,7 +546,14 @@ def _option(text: str) -> tuple[str, str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m linops bench petsc`` (its ``--help`` ends with the legend)."""
+    """The parser of ``python -m linops bench petsc`` (its ``--help`` ends with the legend).
+
+    Its description is the module docstring's first paragraph; the epilog shows the two
+    spellings (under mpirun, or ``--ranks`` launching mpirun itself) and the legend.
+
+    >>> parser().parse_args(["--nx", "20", "--methods", "Linops", "--ranks", "1", "2"]).ranks
+    [1, 2]
+    """
     ap = argparse.ArgumentParser(
         prog="python -m linops bench petsc", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n")[0].replace("``", ""),
@@ -667,7 +682,8 @@ def main(argv=None) -> list[dict]:
 
 
 def _can_write(out: Path) -> str | None:
-    """None when ``out`` can be created and written, else the message for the usage error."""
+    """None when ``out`` can be created and written, else the message for the usage error
+    (a probe file named after the process, so that ranks sharing a folder do not collide)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-test-{os.getpid()}"
