@@ -296,8 +296,9 @@ def _heat_jax(form):
 
 
 def _vmap32(nx, steps):
-    """One jitted ``vmap`` of ``adj.solve`` over 32 value sets of one pattern: 32 numeric
-    factorizations on one symbolic analysis (``sv.init(like=)``), counted."""
+    """One jitted ``vmap`` of ``adj.solve`` (Auto) over 32 value sets of one pattern: 32 numeric
+    factorizations on one symbolic analysis (``sv.init(like=)``; PARDISO keeps them in slots of
+    one handle), counted."""
     jax, jnp = _jax_setup()
     import numpy as np
 
@@ -308,7 +309,7 @@ def _vmap32(nx, steps):
     rng = np.random.default_rng(0)
     thetas = jnp.asarray(0.5 + rng.random((32, fam.n_params)))
     bj = jnp.asarray(b)
-    fn = jax.jit(jax.vmap(lambda th: adj.solve(fam(th), bj, "lu")))
+    fn = jax.jit(jax.vmap(lambda th: adj.solve(fam(th), bj)))    # Auto, as a user writes it
 
     def run():
         adj.reset_stats()
@@ -319,8 +320,8 @@ def _vmap32(nx, steps):
 
 
 def _separate32(nx, steps):
-    """32 separate ``sv.init`` + solve of the same 32 value sets (32 analyses): the baseline of
-    ``vmap32`` (target: vmap32 ≤ 0.8× this)."""
+    """32 separate ``sv.init`` (Auto) + solve of the same 32 value sets (32 analyses): the
+    baseline of ``vmap32`` (target: vmap32 ≤ 0.8× this)."""
     import numpy as np
 
     import linops as lo
@@ -333,7 +334,7 @@ def _separate32(nx, steps):
     def run():
         n = 0
         for th in thetas:
-            c = sv.init(sv.LinearProblem(fam(th)), sv.LU())
+            c = sv.init(sv.LinearProblem(fam(th)))      # Auto: the same algorithm as vmap32
             c.solve(b)
             n += c.stats.factorizations
         return n
