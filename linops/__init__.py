@@ -67,6 +67,12 @@ DensificationError                ``to_dense`` above its limit (a MemoryError)
 BackendNotSupported               a capability or dtype an array backend lacks
 UnsupportedOperandError           an input linops cannot wrap (a TypeError)
 
+Configuration
+-------------
+show_config()                     versions, and the backend table: what each backend has and,
+                                  for what it lacks, why and the alternative (``sv.show_config()``:
+                                  the solver algorithms; ``python -m linops info`` prints both)
+
 ``linops.internals`` is the interface ``solvers`` and ``adjoints`` build on; it is not user API.
 
 Notes
@@ -94,6 +100,7 @@ True
 """
 
 from ._affine import AffineSparse as AffineSparse
+from ._config import show_config as show_config
 from ._base import LinearOperator as LinearOperator
 from ._composite import Product as Product
 from ._composite import Scaled as Scaled
@@ -148,6 +155,8 @@ __all__ = [
     "AffineSparse",
     # testing
     "testing",
+    # configuration
+    "show_config",
     # errors
     "ShapeError", "PatternError", "DensificationError", "BackendNotSupported",
     "UnsupportedOperandError",

@@ -1,32 +1,47 @@
 """``python -m linops info | bench``: the command-line entry point.
 
 A thin layer: the commands live in ``linops._app`` (the one part of linops allowed to import
-solvers and adjoints).
+solvers and adjoints). ``info`` prints what this installation can do, generated from the
+backend table and the algorithm registry; ``bench`` runs the benchmarks (``bench --help``).
 """
 
 from __future__ import annotations
 
 import sys
 
+from ._app.bench import bench
+from ._app.info import info
+
 USAGE = """usage: python -m linops {info,bench} [options]
-  info   versions, backends, and which factorizations serve adjoint solves
-  bench  value + gradient benchmark (python -m linops bench --help)"""
+  info   versions, the backend table and the solver algorithms (lo.show_config() and
+         sv.show_config()), and which PETSc solvers transpose correctly
+  bench  value + gradient benchmark and its sections (python -m linops bench --help)"""
 
 
 def main(argv=None) -> int:
+    """Run one command; returns the exit status (0; 2 for an unknown command).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``python -m linops`` (default: the process's own).
+
+    Examples
+    --------
+    >>> main(["--help"])                          # doctest: +ELLIPSIS
+    usage: python -m linops {info,bench} [options]
+    ...
+    0
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
     if command == "info":
-        from ._app.info import info
-
         print(info())
         return 0
     if command == "bench":
-        from ._app.bench import bench
-
         bench(rest)
         return 0
     print(f"unknown command {command!r}\n{USAGE}", file=sys.stderr)

@@ -6,7 +6,8 @@
   installed): ``__all__`` lists exactly its public names, every name in it carries a runnable
   example in its own docstring, every public method of a public class has a docstring, and the
   namespace's ``help()`` mentions every name;
-- each package (all of its .py files) keeps at least 0.5 documentation lines per code line.
+- each package (all of its .py files) keeps at least 0.5 documentation lines per code line,
+  and the application layer (``linops/_app`` + ``linops/__main__.py``) at least 0.4 on its own.
 
 ``python tests/test_doctests.py`` prints the documentation density of every file of the three
 packages.
@@ -200,6 +201,21 @@ def test_documentation_density(package):
     assert ratio >= DENSITY_FLOOR, \
         f"{package} has {ratio:.2f} documentation lines per code line (floor " \
         f"{DENSITY_FLOOR}):\n{_table(package)}"
+
+
+# the application layer (linops/_app/ and linops/__main__.py) is inside linops's 0.5 and is
+# also held on its own, so that well-documented library code cannot hide an undocumented CLI
+APPLICATION_FLOOR = 0.4
+
+
+def test_application_layer_documentation_density():
+    files = sorted((ROOT / "linops" / "_app").glob("*.py")) + [ROOT / "linops" / "__main__.py"]
+    rows = [(str(f.relative_to(ROOT)), *count_lines(f)) for f in files]
+    ratio = sum(r[1] for r in rows) / max(sum(r[2] for r in rows), 1)
+    table = "\n".join(f"  {f:32s} {d:5d} {c:5d}  {d / max(c, 1):5.2f}" for f, d, c in rows)
+    assert ratio >= APPLICATION_FLOOR, \
+        f"the application layer has {ratio:.2f} documentation lines per code line (floor " \
+        f"{APPLICATION_FLOOR}):\n{table}"
 
 
 if __name__ == "__main__":

@@ -1,26 +1,52 @@
 """``python -m linops bench``: value + gradient of aᵀK(θ)⁻¹b through every method, side by side
-in one run, each measurement in its own process; writes a table, JSON and a plot."""
+in one run, each measurement in its own process; writes a table, JSON and a plot.
+
+``python -m linops bench SECTION ...`` runs one of the longer sections instead (:data:`SECTIONS`:
+loop, scale, jax, petsc), each with its own ``--help``. Method names are typed as
+``sv.solve(prob, name)`` takes them, in any case, comma or space separated (:mod:`.names`);
+every table is followed by its column legend (:mod:`.legends`), in ``--help`` too.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import os
 import platform
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 from . import report
-from .info import version
-from .methods import DEFAULT, METHODS
+from .legends import legend
+from .methods import DEFAULT, METHODS, installed
+from .names import Names, pick, slug
 from .runner import progress, run_in_child
 
 DEFAULT_SIZES = (100, 400)  # n = 10 100 and 160 400
 MAX_NX = 3200               # n ≈ 10⁷
+SECTIONS = {"loop": "optimisation loops: steps × value + θ-gradient through cache.update, "
+                    "against hand-written loops of the same solvers",
+            "scale": "CG + AMG value + θ-gradient at n = 10⁶ … 10⁷ against a hand-written script",
+            "jax": "the jax path against jax spsolve and the numpy path",
+            "petsc": "distributed CG + GAMG under MPI against a hand-written petsc4py script "
+                     "(mpirun -n 2 python -m linops bench petsc)",
+            "logdet": "log det + θ-gradient by selected inversion against n solves; the eigsh "
+                      "gradient"}
 
 
 def _nx(text: str) -> int:
+    """argparse type of a grid side: an integer in [2, MAX_NX] (n = nx·(nx+1) unknowns).
+
+    >>> _nx("400")
+    400
+    >>> _nx("1")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: grid side nx must be in [2, 3200] (n = nx·(nx+1) unknowns), got 1
+    """
     try:
         v = int(text)
     except ValueError:
@@ -31,20 +57,48 @@ def _nx(text: str) -> int:
     return v
 
 
+def method_listing() -> str:
+    """The ``methods:`` block of ``--help``: every name with its label and summary, ``*`` on
+    the ones run by default. Generated from :data:`.methods.METHODS` (so from the registry).
+
+    >>> print(method_listing().splitlines()[0])
+    methods (--methods NAME ..., any case, comma or space separated; * = run by default):
+    """
+    lines = ["methods (--methods NAME ..., any case, comma or space separated; * = run by "
+             "default):"]
+    for m in METHODS.values():
+        mark = "*" if m.slug in DEFAULT else " "
+        lines += textwrap.wrap(f"{m.label}: {m.summary}", width=100,
+                               initial_indent=f"  {m.slug + mark:<16}",
+                               subsequent_indent=" " * 18)
+    return "\n".join(lines)
+
+
 def parser() -> argparse.ArgumentParser:
-    methods = "\n".join(f"  {m.slug:<15} {m.label}" for m in METHODS.values())
+    """The argument parser of ``python -m linops bench``.
+
+    Its ``--help`` lists every method by name (:func:`method_listing`, generated from the
+    registry), the sections, and the column legend; ``--methods`` takes names as ``sv.solve``
+    does (:class:`.names.Names`) and refuses an unknown one before anything runs.
+
+    >>> parser().parse_args(["--methods", "LU,Cholesky", "--sizes", "3"]).methods
+    ['lu', 'cholesky']
+    """
+    sections = "\n".join(textwrap.fill(v, width=100, initial_indent=f"  {k:<7} ",
+                                       subsequent_indent=" " * 10) for k, v in SECTIONS.items())
     ap = argparse.ArgumentParser(
         prog="python -m linops bench", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="value + gradient of f(θ) = aᵀK(θ)⁻¹b w.r.t. θ (one per cell of a 2-D Q4 "
+        description="Value + gradient of f(θ) = aᵀK(θ)⁻¹b w.r.t. θ (one per cell of a 2-D Q4 "
                     "heat-conduction mesh) and w.r.t. K's stored values, by each method, side by "
-                    "side in one run",
-        epilog=f"methods:\n{methods}\n\nsections (python -m linops bench SECTION --help):\n"
-               + "\n".join(f"  {k:<7} {v}" for k, v in SECTIONS.items()) + f"\n\n{report.LEGEND}")
+                    "side in one run, each measurement in its own process.",
+        epilog=f"{method_listing()}\n\nsections (python -m linops bench SECTION --help):\n"
+               f"{sections}\n\n{legend('main')}")
     ap.add_argument("--sizes", type=_nx, nargs="+", metavar="NX",
                     help=f"grid sides (n = nx·(nx+1)); default {' '.join(map(str, DEFAULT_SIZES))}")
     ap.add_argument("--quick", action="store_true", help="sizes 30 60: a few seconds")
-    ap.add_argument("--methods", nargs="+", choices=list(METHODS), metavar="SLUG",
-                    default=list(DEFAULT), help="methods to run (default: all but cg-amg)")
+    ap.add_argument("--methods", nargs="+", action=Names, names=list(METHODS), metavar="NAME",
+                    default=list(DEFAULT),
+                    help="methods to run, by name (listed below; default: those marked *)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
                     help="folder for bench.md, bench.json and bench.png (default bench-out/)")
     ap.add_argument("--no-plot", action="store_true", help="do not draw bench.png")
@@ -54,7 +108,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _prepare_out(ap, out: Path) -> None:
-    """Fail before measuring when the results cannot be written."""
+    """Fail before measuring when the results cannot be written: create ``out`` and write and
+    remove a probe file there; an OSError becomes the parser's usage error (exit 2) naming the
+    folder and the reason, so a two-minute run never ends in a traceback."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"
@@ -64,47 +120,131 @@ def _prepare_out(ap, out: Path) -> None:
         ap.error(f"cannot write results to {out}/: {e.strerror or e}")
 
 
-SECTIONS = {"loop": "optimisation loops: 10 × value + θ-gradient with cache.update (issue 12)",
-            "scale": "CG + AMG value + θ-gradient at n = 10⁶ … 10⁷ against a hand-written script",
-            "jax": "the jax path against jax spsolve and the numpy path",
-            "petsc": "distributed CG+GAMG / MUMPS under mpirun (mpirun -n 2 python -m linops "
-                     "bench petsc)",
-            "logdet": "log det + θ-gradient by selected inversion, vs n solves; eigsh gradient"}
+def _section_methods(module) -> list[str]:
+    """The method names a section module declares: every module-level list or tuple of strings
+    whose name ends in ``METHODS`` (``linops._app.jax.METHODS``, ...), in order, each once.
+
+    Read from the module rather than listed here, so that a method the section adds is a
+    name ``--methods`` accepts without an edit to this file.
+    """
+    names: list[str] = []
+    for attr, value in vars(module).items():
+        if attr.endswith("METHODS") and isinstance(value, (list, tuple)) \
+                and all(isinstance(v, str) for v in value):
+            names += [v for v in value if v not in names]
+    return names
+
+
+def jax_argv(module, argv: list[str]) -> list[str]:
+    """``bench jax``'s arguments with its ``--methods`` names made canonical.
+
+    The jax section's own parser (``linops/_app/jax.py``) takes its labels exactly
+    (``"adj jit value_and_grad"``, with spaces). Here they are accepted as every other section's
+    are: any case, comma or space separated, as typeable slugs (``adj-jit-value-and-grad``),
+    and an unknown name is refused with the list. Everything else passes through unchanged.
+
+    >>> import types
+    >>> jx = types.SimpleNamespace(METHODS=["numpy path", "fam jit"])
+    >>> jax_argv(jx, ["--sizes", "4", "--methods", "FAM-JIT,numpy-path"])
+    ['--sizes', '4', '--methods', 'fam jit', 'numpy path']
+    """
+    names = {label: (slug(label),) for label in _section_methods(module)}
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--methods" or arg.startswith("--methods="):
+            values = [arg.partition("=")[2]] if "=" in arg else []
+            i += 1
+            while "=" not in arg and i < len(argv) and not argv[i].startswith("-"):
+                values.append(argv[i])
+                i += 1
+            try:
+                out += ["--methods", *pick(values, names)]
+            except ValueError as e:
+                listing = ", ".join(slug(n) for n in names)
+                argparse.ArgumentParser(prog="python -m linops bench jax").error(
+                    f"--methods: {str(e).split(';')[0]}; names: {listing} (any case; several: "
+                    f"comma or space separated)")
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def _jax_help(module) -> str:
+    """What ``bench jax --help`` adds below the jax parser's own help: the typeable names and
+    the column legend."""
+    names = ", ".join(slug(n) for n in _section_methods(module))
+    return (f"\nmethod names (--methods NAME ..., any case, comma or space separated): "
+            f"{names}\n\n{legend('jax')}")
+
+
+def run_section(name: str, argv: list[str]):
+    """Run section ``name`` (a key of :data:`SECTIONS`) with its arguments; returns its rows.
+
+    The jax section's ``--methods`` goes through :func:`jax_argv` first, and its ``--help`` is
+    followed by :func:`_jax_help` (its parser lives in ``linops/_app/jax.py``, which this layer
+    does not own; the other sections' parsers carry their names and legends themselves).
+    """
+    module = importlib.import_module(f"linops._app.{name}")
+    if name != "jax":
+        return module.main(argv)
+    try:
+        return module.main(jax_argv(module, argv))
+    except SystemExit as e:
+        if e.code in (0, None) and any(a in ("-h", "--help") for a in argv):
+            print(_jax_help(module))
+        raise
 
 
 def bench(argv=None) -> list[dict]:
     """Run the benchmark; returns the result rows (also written to ``--out``).
 
-    ``python -m linops bench`` is the headline table; ``python -m linops bench SECTION ...``
-    runs one of the longer sections (``SECTIONS``), each with its own ``--help``."""
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``bench`` (default: the process's own). When the first one names a
+        section (:data:`SECTIONS`), that section runs instead, with the rest.
+
+    Returns
+    -------
+    list of dict
+        One row per (method, size): the method's slug and label, n, and either the measured
+        ``time_s``, ``forward_s``, ``ratio``, ``peak_mb``, ``factorizations``,
+        ``payload_bytes`` or ``skipped`` (why it did not run: "not installed", "needs 206 GB").
+
+    Notes
+    -----
+    Cost: one fresh interpreter per (method, size), each building the problem, a warm-up on a
+    tiny one and two timed runs (one when a run takes over a second); the default run takes
+    about two minutes on two cores. Writes ``bench.md``, ``bench.json`` and (with matplotlib)
+    ``bench.png`` under ``--out``.
+    """
     argv = list(sys.argv[2:] if argv is None else argv)
     if argv and argv[0] in SECTIONS:
-        import importlib
-
-        return importlib.import_module(f"linops._app.{argv[0]}").main(argv[1:])
+        return run_section(argv[0], argv[1:])
     ap = parser()
     args = ap.parse_args(argv)
     if args.timeout <= 0:
         ap.error(f"--timeout must be positive, got {args.timeout}")
     sizes = args.sizes or ([30, 60] if args.quick else list(DEFAULT_SIZES))
     _prepare_out(ap, args.out)
-    plot = not args.no_plot and version("matplotlib") is not None
+    plot = not args.no_plot and installed("matplotlib")
     jobs = [(m, nx) for nx in sizes for m in args.methods]
     results, t0 = [], time.time()
-    for i, (slug, nx) in enumerate(jobs):
-        progress(i, len(jobs), f"{slug}, nx={nx}")
-        missing = [d for d in METHODS[slug].needs if version(d) is None]
-        if missing:
-            r = {"method": slug, "label": METHODS[slug].label, "n": nx * (nx + 1),
-                 "skipped": "not installed"}
+    for i, (name, nx) in enumerate(jobs):
+        progress(i, len(jobs), f"{name}, nx={nx}")
+        why = METHODS[name].unavailable()
+        if why is not None:
+            r = {"method": name, "label": METHODS[name].label, "n": nx * (nx + 1),
+                 "skipped": "not installed", "why": why}
         else:
-            r = run_in_child(slug, nx, args.timeout)
+            r = run_in_child(name, nx, args.timeout)
         results.append(r)
     elapsed = time.time() - t0
     progress(len(jobs), len(jobs), f"done in {elapsed:.0f} s")
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "command": "python -m linops bench " + " ".join(sys.argv[2:] if argv is None
-                                                             else argv),
+            "command": " ".join(["python -m linops bench", *argv]),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                        f"{platform.python_version()}",
             "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -112,15 +252,15 @@ def bench(argv=None) -> list[dict]:
     title = ("value + gradient of f(θ) = aᵀK(θ)⁻¹b w.r.t. θ (one per cell) and K's stored "
              "values")
     body = report.table(results)
-    print(f"{title}\n{body}\n{report.LEGEND}")
+    print(f"{title}\n{body}\n{legend('main')}")
     md = (f"# python -m linops bench\n\n{title}.\n\nMeasured {meta['date']} on {meta['machine']} "
           f"(load average {meta['load_average']}) in {meta['seconds']} s with "
-          f"`{meta['command'].strip()}`.\n\n{body}\n\n```\n{report.LEGEND}\n```\n")
+          f"`{meta['command']}`.\n\n{body}\n\n```\n{legend('main')}\n```\n")
     (args.out / "bench.md").write_text(md)
     report.write_json(results, args.out / "bench.json", meta)
     written = ["bench.md", "bench.json"]
     if plot:
-        report.plot(results, args.out / "bench.png")
+        report.plot(results, args.out / "bench.png", meta)
         written.append("bench.png")
     note = "" if plot or args.no_plot else " (no plot: pip install \"linops[bench]\" for matplotlib)"
     print(f"results written to {args.out}/: {', '.join(written)}{note}")

@@ -1,69 +1,66 @@
-"""``python -m linops info``: versions, available backends, and which factorizations serve
-adjoint solves on each."""
+"""``python -m linops info``: what this installation can do, generated from the code's own tables.
+
+Three parts, none written here: ``lo.show_config()`` (versions, and the backend table: what
+each array backend has and, for what it lacks, the alternative), ``sv.show_config()`` (the
+algorithm registry: every algorithm, what it takes, how it serves adjoint solves, whether
+``adjoints.jax`` has it, whether it runs here) and the PETSc transposed-solve table that
+``solvers._petsc`` keeps (which KSP + PC combinations transpose correctly, as measured).
+
+A new backend capability, a newly registered solver engine or a new row of the PETSc table
+appears here without an edit to this file.
+"""
 
 from __future__ import annotations
 
-import platform
+import linops as lo
+import solvers as sv
+from solvers._petsc import transpose_support
 
 
-def version(dist: str) -> str | None:
-    """Installed version of distribution ``dist``, or None."""
+def petsc_lines() -> list[str]:
+    """The PETSc part of the report: the measured transposed-solve table, indented.
+
+    Returns
+    -------
+    list of str
+        ``solvers._petsc.transpose_support()``'s lines (one when petsc4py is not installed,
+        saying how to install it); if the table cannot be produced — petsc4py installed but
+        broken — one line with the error instead of a traceback.
+
+    Notes
+    -----
+    Cost: imports petsc4py when it is installed (PETSc initializes itself, about 0.1 s).
+    """
     try:
-        from importlib.metadata import version as v
-
-        return v(dist)
-    except Exception:
-        return None
-
-
-def _gpu() -> str:
-    try:
-        import cupy
-
-        n = cupy.cuda.runtime.getDeviceCount()
-        name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode() if n else "none"
-        return f"cupy {cupy.__version__}, {n} device(s): {name}"
-    except Exception as e:
-        return f"not available ({type(e).__name__})"
+        lines = transpose_support()
+    except Exception as e:  # petsc4py imports but PETSc does not start: say so, keep the rest
+        return [f"PETSc: the transposed-solve table is unavailable ({type(e).__name__}: {e})"]
+    return ["PETSc transposed solves (adjoints), from solvers._petsc's measured table:",
+            *(f"  {line}" for line in lines)]
 
 
 def info() -> str:
-    """The report printed by ``python -m linops info`` (one string)."""
-    from linops.internals import CAPABILITIES, backend_named
+    """The report printed by ``python -m linops info``.
 
-    lines = [f"linops {version('linops') or 'source tree'} on Python "
-             f"{platform.python_version()} ({platform.machine()})"]
-    for dist in ("numpy", "scipy", "array-api-compat", "pyamg", "jax", "jaxlib", "scikit-sparse",
-                 "pypardiso", "petsc4py", "mpi4py", "matplotlib"):
-        lines.append(f"  {dist:<17} {version(dist) or 'not installed'}")
-    lines += ["backends (the backend table; 'no' names the alternative):"]
-    for name, present in (("numpy", True), ("jax", version("jax") is not None),
-                          ("cupy", _gpu())):
-        be = backend_named(name)
-        head = {"numpy": "numpy/scipy (default)", "jax": "jax", "cupy": f"cupy (GPU): {present}"}
-        lines.append(f"  {head[name]}" + ("" if present else " — not installed "
-                                           '(pip install "linops[jax]")'))
-        missing = [c for c in CAPABILITIES if be.capability(c) is not None]
-        lines.append(f"    available: {', '.join(c for c in CAPABILITIES if c not in missing)}")
-        for c in missing:
-            lines.append(f"    no {c}: {be.capability(c)}")
-    lines += ["factorizations that serve adjoint solves (same factors, no refactorization):",
-              "  numpy: LU (LAPACK getrs trans / SuperLU trans='H','T'), Cholesky (LAPACK, CHOLMOD),",
-              "         PARDISO (iparm transposed solves) when installed; Krylov + AMG/ILU/Jacobi",
-              "         (hierarchy of Aᴴ built once when A is not Hermitian)",
-              "  cupy:  dense LU/Cholesky (cupyx), sparse LU via cupyx splu (host factorization, "
-              "GPU solves)",
-              "  jax:   dense jax.scipy LU; sparse via host callbacks into the numpy solvers"]
-    lines += _petsc_lines()
-    return "\n".join(lines)
+    Returns
+    -------
+    str
+        ``lo.show_config()``, ``sv.show_config()`` and :func:`petsc_lines`, in that order.
 
+    Notes
+    -----
+    Cost: package metadata, the registry's availability checks (each optional engine tries its
+    import once: CHOLMOD, PARDISO's MKL, PETSc) — under a second.
 
-def _petsc_lines() -> list[str]:
-    if version("petsc4py") is None:
-        return ["PETSc: not installed (optional: see README, 'Beyond one machine')"]
-    try:
-        from solvers._petsc import transpose_support
-    except Exception as e:  # the backend module failed to import: say so, do not hide it
-        return [f"PETSc: petsc4py {version('petsc4py')} installed, backend unavailable "
-                f"({type(e).__name__}: {e})"]
-    return ["PETSc transposed solves (adjoints):"] + [f"  {s}" for s in transpose_support()]
+    Examples
+    --------
+    >>> from linops._app.info import info
+    >>> report = info()
+    >>> report.startswith("linops ") and "solvers algorithms" in report
+    True
+    >>> import solvers.internals
+    >>> rows = [l.split()[0] for l in report.splitlines() if l.startswith("  ")]
+    >>> all(e.name in rows for e in solvers.internals.entries())   # every registered algorithm
+    True
+    """
+    return "\n".join([lo.show_config(), sv.show_config(), *petsc_lines()])

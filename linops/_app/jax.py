@@ -75,6 +75,9 @@ def _reset_peak() -> None:
 
 
 def _problem(nx: int):
+    """(fam, b, θ, a) of the solve section: the Q4 family at nx (n = nx(nx+1)), a load b, θ in
+    [0.5, 1.5) per cell and a random a (the value is aᵀK(θ)⁻¹b). Seeded: every child process
+    builds the same problem."""
     import numpy as np
 
     import linops as lo
@@ -85,6 +88,9 @@ def _problem(nx: int):
 
 
 def _numpy_path(fam, b, theta, a):
+    """The reference row: ``sv.solve`` (Auto, posdef → CHOLMOD or PARDISO) + one adjoint solve
+    (``ad.solve_pullback``) + ``fam.pullback`` of the lazy −λuᵀ, O(nnz). Returns (run, extra):
+    ``run()`` computes value and θ-gradient; ``extra`` reads the factorization count."""
     import solvers as sv
     import adjoints as ad
 
@@ -96,6 +102,7 @@ def _numpy_path(fam, b, theta, a):
 
 
 def _jax_setup():
+    """(jax, jax.numpy) with x64 on: the bench compares float64 results."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -105,6 +112,8 @@ def _jax_setup():
 
 
 def _adj(fam, b, theta, a):
+    """``jax.jit(jax.value_and_grad(f))`` with f through ``adj.solve``: one host factorization
+    per call, shared by the forward and the transposed solve (counted by ``adj.stats``)."""
     jax, jnp = _jax_setup()
     import adjoints.jax as adj
 
@@ -120,6 +129,8 @@ def _adj(fam, b, theta, a):
 
 
 def _spsolve(fam, b, theta, a):
+    """The JAX peer: ``jax.experimental.sparse.linalg.spsolve`` under jit(value_and_grad); it
+    factorizes on the host for every solve, so twice per gradient."""
     jax, jnp = _jax_setup()
     from jax.experimental.sparse.linalg import spsolve
 
@@ -135,10 +146,12 @@ def _spsolve(fam, b, theta, a):
 
 
 def _fam_numpy(fam, b, theta, a):
+    """Assembling K(θ)'s values with a numpy θ (one product with the family's map)."""
     return (lambda: fam(theta).values), lambda r: {}
 
 
 def _fam_jit(fam, b, theta, a):
+    """Assembling K(θ)'s values under jax.jit (the host-constant map as one linear primitive)."""
     jax, jnp = _jax_setup()
     f = jax.jit(lambda th: fam(th).values)
     tj = jnp.asarray(theta)
@@ -146,6 +159,8 @@ def _fam_jit(fam, b, theta, a):
 
 
 def _hvp(fam, b, theta, a):
+    """Hessian-vector products ∇²f(θ)·v (forward over reverse) through ``adj.solve``: one
+    factorization per product, every tangent and cotangent solve on it."""
     jax, jnp = _jax_setup()
     import adjoints.jax as adj
 
@@ -179,6 +194,9 @@ def _heat(nx: int):
 
 
 def _heat_numpy(nx, steps):
+    """The numpy path of the heat loop: ``sv.init`` once, ``steps`` forward solves, ``steps``
+    adjoint solves on the same factors, ∂A kept lazy as one ``lo.LowRank(−Λ, U)`` and contracted
+    by ``fam.pullback`` once — the reverse time loop a user writes by hand."""
     import numpy as np
 
     import linops as lo
@@ -205,6 +223,9 @@ def _heat_numpy(nx, steps):
 
 
 def _heat_scipy(nx, steps):
+    """A hand-written scipy adjoint of the heat loop: one ``splu``, ``trans='T'`` solves, the
+    gradient on the stored entries accumulated per step and mapped to θ by Mᵀ (what linops is
+    compared with)."""
     import numpy as np
     import scipy.sparse as sp
     import scipy.sparse.linalg as spl
@@ -233,6 +254,9 @@ def _heat_scipy(nx, steps):
 
 
 def _heat_jax(form):
+    """A builder for the heat loop written the JAX way — ``form`` 'scan', 'fori' (lax.fori_loop)
+    or 'factorize' (adj.factorize outside a scan) — under jit(value_and_grad) w.r.t. θ and f.
+    Each call perturbs θ, so every call factorizes its own matrix (counted: 1 per call)."""
     def build(nx, steps):
         jax, jnp = _jax_setup()
         import linops as lo
@@ -272,6 +296,9 @@ def _heat_jax(form):
 
 
 def _vmap32(nx, steps):
+    """One jitted ``vmap`` of ``adj.solve`` (Auto) over 32 value sets of one pattern: 32 numeric
+    factorizations on one symbolic analysis (``sv.init(like=)``; PARDISO keeps them in slots of
+    one handle), counted."""
     jax, jnp = _jax_setup()
     import numpy as np
 
@@ -282,7 +309,7 @@ def _vmap32(nx, steps):
     rng = np.random.default_rng(0)
     thetas = jnp.asarray(0.5 + rng.random((32, fam.n_params)))
     bj = jnp.asarray(b)
-    fn = jax.jit(jax.vmap(lambda th: adj.solve(fam(th), bj, "lu")))
+    fn = jax.jit(jax.vmap(lambda th: adj.solve(fam(th), bj)))    # Auto, as a user writes it
 
     def run():
         adj.reset_stats()
@@ -293,6 +320,8 @@ def _vmap32(nx, steps):
 
 
 def _separate32(nx, steps):
+    """32 separate ``sv.init`` (Auto) + solve of the same 32 value sets (32 analyses): the
+    baseline of ``vmap32`` (target: vmap32 ≤ 0.8× this)."""
     import numpy as np
 
     import linops as lo
@@ -305,7 +334,7 @@ def _separate32(nx, steps):
     def run():
         n = 0
         for th in thetas:
-            c = sv.init(sv.LinearProblem(fam(th)), sv.LU())
+            c = sv.init(sv.LinearProblem(fam(th)))      # Auto: the same algorithm as vmap32
             c.solve(b)
             n += c.stats.factorizations
         return n
@@ -313,6 +342,8 @@ def _separate32(nx, steps):
 
 
 def _jacrev(nx, steps):
+    """``jax.jit(jax.jacrev)`` of u = A⁻¹b w.r.t. b: one factorization and one multi-column
+    transposed solve (the host solve calls are counted)."""
     jax, jnp = _jax_setup()
     import numpy as np
 
@@ -333,6 +364,8 @@ def _jacrev(nx, steps):
 
 
 def _adj_alg(alg):
+    """A builder for ``jit(value_and_grad)`` of aᵀK(θ)⁻¹b through ``adj.solve`` with ``alg``
+    ('lu', 'cholesky'): the linops rows of the peer comparison, θ perturbed per call."""
     def build(nx, steps):
         jax, jnp = _jax_setup()
         import adjoints.jax as adj
@@ -354,6 +387,8 @@ def _adj_alg(alg):
 
 
 def _klujax(nx, steps):
+    """The peer klujax (``klujax.solve`` on COO indices) under jit(value_and_grad): KLU
+    factorizes for the solve and again for its transpose (2 per gradient)."""
     jax, jnp = _jax_setup()
     import klujax
 
@@ -373,6 +408,8 @@ def _klujax(nx, steps):
 
 
 def _splineax(nx, steps):
+    """The peer splineax (lineax + KLU): ``linear_solve`` with its KLU solver, which reuses its
+    factorization for the transposed solve (1 per gradient)."""
     jax, jnp = _jax_setup()
     from jax.experimental import sparse as jsp
     import splineax
@@ -407,6 +444,10 @@ _BUILD2 = {"heat numpy": _heat_numpy, "heat scipy hand": _heat_scipy,
 
 
 def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
+    """One measurement in this (child) process: build ``method`` at ``nx``, call it once (the
+    first call, compilation included) and then warm, recording wall/CPU time and the peak RSS
+    increase of each; returns the row as a dict (``skipped`` with the reason when it cannot
+    run)."""
     if method in _BUILD2:
         run, extra = _BUILD2[method](nx, steps)
         fam = _heat(nx)[0] if method.startswith("heat") else _problem(nx)[0]
@@ -441,6 +482,8 @@ def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
 
 # ----- driver -------------------------------------------------------------------------------------
 def _child(method: str, nx: int, timeout: float, steps: int = STEPS) -> dict:
+    """``run_one`` in a fresh subprocess (its peak RSS is its own), with a time limit; the row,
+    or ``skipped`` with what went wrong."""
     code = ("import json, warnings; warnings.simplefilter('ignore');"
             "from linops._app.jax import run_one;"
             f"print('@@' + json.dumps(run_one({method!r}, {nx}, {steps})))")
@@ -460,6 +503,8 @@ def _child(method: str, nx: int, timeout: float, steps: int = STEPS) -> dict:
 
 
 def _rows(results: list[dict]) -> list[dict]:
+    """The solve section's table rows from the measurements: times, peaks, factorizations and
+    each row's ratio against the row it is compared with."""
     by = {(r.get("n"), r["method"]): r for r in results}
     rows = []
     for r in results:
@@ -565,12 +610,10 @@ def _main_loops(args, argv) -> list[dict]:
         rows.append(row)
     cols = ["n", "method", "time s", "cpu s", "first call s", "peak MB (first)", "peak MB (warm)",
             "factorizations", "symbolic", "solve calls", "cpu ratio"]
-    from .report import write_section
+    from .legends import legend
+    from .report import publish
 
-    text = table(rows, cols)
-    print(text)
-    cmd = " ".join(["python -m linops bench jax", *(argv if argv is not None else sys.argv[3:])])
-    write_section(args.out, "jax-loops", text, results, cmd)
+    publish(args.out, "jax-loops", table(rows, cols) + "\n\n" + legend("jax"), results, argv)
     return results
 
 

@@ -1,5 +1,5 @@
 """``python -m linops bench logdet``: log-determinants, selected inversion and eigenvalue
-gradients (issue 18), each measurement in its own process.
+gradients, each measurement in its own process.
 
     python -m linops bench logdet [--nx 500] [--nx-workaround 200] [--lattice 316]
                                   [--engines cholmod superlu] [--fraction 0.05]
@@ -35,13 +35,24 @@ from pathlib import Path
 
 import numpy as np
 
+import adjoints as ad
+import linops as lo
+import solvers as sv
+
+from .legends import legend
+from .names import Names
+from .report import markdown_table, publish
+
 
 def _rss() -> int:
+    """Resident set size of this process, in bytes (Linux /proc)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _reset_peak() -> bool:
+    """Reset this process's peak RSS to its current RSS (/proc/self/clear_refs); False where
+    the kernel does not allow it (the peaks then include what came before)."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -51,6 +62,7 @@ def _reset_peak() -> bool:
 
 
 def _peak() -> int:
+    """Peak RSS (VmHWM) of this process since the last :func:`_reset_peak`, in bytes."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmHWM"):
@@ -58,23 +70,32 @@ def _peak() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def _alg(engine: str):
-    import solvers as sv
+ENGINES = ("cholmod", "superlu", "pardiso")
 
+
+def _alg(engine: str):
+    """The algorithm object of ``engine`` (one of :data:`ENGINES`).
+
+    >>> [_alg(e).name for e in ENGINES]            # the names sv.solve gives them
+    ['cholesky', 'lu', 'pardiso']
+    """
     return {"cholmod": sv.Cholesky(), "superlu": sv.LU(),
             "pardiso": sv.Pardiso(posdef=True)}[engine]
 
 
+def engine_names() -> dict[str, tuple[str, ...]]:
+    """Each engine and the name sv.solve gives its algorithm, which ``--engines`` takes too."""
+    return {e: (_alg(e).name,) for e in ENGINES}
+
+
 def _theta(fam):
+    """θ uniform in [0.5, 2.0) per cell, the same in every process (seed 0)."""
     return np.random.default_rng(0).uniform(0.5, 2.0, fam.n_params)
 
 
 def _warm(engine: str) -> None:
-    """Imports and numba's compiled kernels, on a tiny problem (not measured)."""
-    import adjoints as ad
-    import linops as lo
-    import solvers as sv
-
+    """Imports and numba's compiled kernels, on a tiny problem (not measured): the first
+    selected inversion compiles its kernels, seconds that belong to no measurement."""
     fam, _ = lo.testing.poisson_family(6)
     c = sv.init(sv.LinearProblem(fam(_theta(fam)), posdef=True), _alg(engine))
     c.logdet()
@@ -82,11 +103,13 @@ def _warm(engine: str) -> None:
 
 
 def measure_value_grad(engine: str, nx: int) -> dict:
-    """One factorization, then log det + θ-gradient on it (run in a fresh process)."""
-    import adjoints as ad
-    import linops as lo
-    import solvers as sv
+    """One factorization, then log det + θ-gradient on it (run in a fresh process).
 
+    Times the factorization (``sv.init``), ``cache.logdet()`` and the θ-gradient
+    ``fam.pullback(ad.logdet_pullback(cache))`` by selected inversion on the same factors, and
+    the peak RSS of each over the RSS before the factorization; returns the ``value+grad``
+    row (the columns of the legend's timing table).
+    """
     _warm(engine)
     fam, _ = lo.testing.poisson_family(nx)
     K = fam(_theta(fam))
@@ -115,11 +138,13 @@ def measure_value_grad(engine: str, nx: int) -> dict:
 
 
 def measure_workaround(nx: int, fraction: float) -> dict:
-    """Selected inversion against the n-solve workaround on a fraction of the columns."""
-    import adjoints as ad
-    import linops as lo
-    import solvers as sv
+    """Selected inversion against the n-solve workaround on a fraction of the columns.
 
+    The workaround samples ``cache.as_operator().H`` (A⁻ᴴ by unit-vector solves, in 32 MB
+    blocks) on the pattern's entries in the first ``fraction`` of the columns, timed and scaled
+    linearly to all n; its entries are compared with the selected inverse's. Returns the
+    ``vs n solves`` row (speedup, block solves, max relative difference).
+    """
     _warm("cholmod")
     fam, _ = lo.testing.poisson_family(nx)
     K = fam(_theta(fam))
@@ -152,8 +177,6 @@ def tight_binding_family(L: int, seed: int = 0):
     per site (``AffineSparse.from_elements`` with 1×1 elements); ε uniform in [−1, 1]."""
     import scipy.sparse as sp
 
-    import linops as lo
-
     n = L * L
     idx = np.arange(n).reshape(L, L)
     i = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
@@ -165,9 +188,9 @@ def tight_binding_family(L: int, seed: int = 0):
 
 
 def measure_eigsh(L: int) -> dict:
-    import adjoints as ad
-    import solvers as sv
-
+    """The lowest eigenvalue of :func:`tight_binding_family` by ``sv.eigsh`` (shift-invert on one
+    factorization), ∂λ/∂ε by ``ad.eigsh_pullback`` + ``fam.pullback``, and central differences
+    at three sites (each a new eigsh) as the check; returns the ``eigsh`` row."""
     fam, eps = tight_binding_family(L)
     sigma = float(eps.min()) - 4.5     # below the Gershgorin bound: A − σI positive definite
     H = fam(eps)
@@ -195,10 +218,12 @@ def measure_eigsh(L: int) -> dict:
 
 # ----- exactness against dense numpy -------------------------------------------------------------
 def _exact_family(kind: str, dtype):
-    """SPD ('spd'), Hermitian positive definite ('hpd') or general families on a 6×6 Q4 mesh."""
-    import scipy.sparse as sp
+    """SPD ('spd'), Hermitian positive definite ('hpd') or general families on a 6×6 Q4 mesh.
 
-    import linops as lo
+    'spd' is the Q4 family itself; 'hpd' adds 0.1i·(S − Sᵀ) for a random S on its pattern (a
+    Hermitian imaginary part); 'general' adds S − 1.5 I (and a random imaginary part for
+    complex dtypes): not Hermitian, for the LU engines only. n = 42 unknowns, 36 parameters."""
+    import scipy.sparse as sp
 
     fam, _ = lo.testing.poisson_family(6)
     if kind == "spd":
@@ -219,11 +244,9 @@ def _exact_family(kind: str, dtype):
 
 def exactness() -> list[dict]:
     """Max errors against dense numpy: engine × dtype × matrix kind, for log|det|, the selected
-    inverse on A's pattern and the θ-gradient of log|det| (relative to their largest values)."""
-    import adjoints as ad
-    import linops as lo
-    import solvers as sv
-
+    inverse on A's pattern and the θ-gradient of log|det| (relative to their largest values).
+    Cost: 60-odd factorizations of n = 42 and their dense references (a few seconds, most of it
+    numba compiling the selected-inversion kernels)."""
     rows = []
     for engine in ("dense LU", "dense Cholesky", "SuperLU", "CHOLMOD", "PARDISO"):
         for kind in ("spd", "hpd", "general"):
@@ -273,10 +296,9 @@ def exactness() -> list[dict]:
 
 
 def format_exactness(rows) -> str:
-    from .report import markdown_table
-
+    """The exactness table (Markdown; its columns are in ``legends.LOGDET``) with its title."""
     cells = [{"engine": r["engine"], "matrix": r["kind"], "dtype": r["dtype"],
-              "log|det| rel. err": f"{r['logdet']:.1e}" if "logdet" in r else r.get("skipped", ""),
+              "log-det rel. err": f"{r['logdet']:.1e}" if "logdet" in r else r.get("skipped", ""),
               "A⁻¹ on pattern": f"{r['selinv']:.1e}" if "selinv" in r else "—",
               "θ-gradient": f"{r['gradient']:.1e}" if "gradient" in r else "—"} for r in rows]
     return ("exactness against dense numpy (n = 42, 6×6 Q4 mesh; errors relative to max|A⁻¹| / "
@@ -284,6 +306,11 @@ def format_exactness(rows) -> str:
 
 
 def _child(call: str, timeout: float) -> dict:
+    """``m.<call>`` evaluated in a fresh interpreter (its peak RSS its own); a failure or a
+    timeout becomes a row with ``skipped``.
+
+    ``call`` is Python source, such as ``"measure_eigsh(316)"``; the child prints the result
+    as one JSON line prefixed with ``@@``, the last line of its stderr is kept on failure."""
     code = ("import json, warnings; warnings.simplefilter('ignore');"
             "from linops._app import logdet as m;"
             f"print('@@' + json.dumps(m.{call}))")
@@ -300,8 +327,8 @@ def _child(call: str, timeout: float) -> dict:
 
 
 def format_rows(rows: list[dict]) -> str:
-    from .report import markdown_table
-
+    """The timing table and one sentence per other row (the workaround, eigsh, what did not
+    run), and the load average at the end."""
     out = []
     vg = [r for r in rows if r.get("row") == "value+grad"]
     if vg:
@@ -338,21 +365,46 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> list[dict]:
-    """``python -m linops bench logdet``: the table, printed and written to ``--out``."""
-    from .report import publish
+    """``python -m linops bench logdet``: the tables with their legend, printed and written to
+    ``--out``; returns the rows.
 
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``bench logdet`` (default: the process's own).
+
+    Returns
+    -------
+    list of dict
+        The ``value+grad`` rows (one per engine), the ``vs n solves`` row, the ``eigsh`` row
+        and the exactness cells (under ``{"row": "exactness"}``), each measured in a fresh
+        process (:func:`_child`).
+
+    Notes
+    -----
+    Cost: the defaults (n = 250 500, 40 200 and a 316² lattice) take minutes; even the
+    smallest sizes took about a minute here (two loaded cores), most of it numba compiling the
+    selected-inversion kernels in every child.
+    """
     ap = argparse.ArgumentParser(prog="python -m linops bench logdet",
-                                 description=__doc__.split("\n")[0])
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description=__doc__.split("\n\n")[0].replace("``", ""),
+                                 epilog=legend("logdet"))
     ap.add_argument("--nx", type=int, default=500, help="Q4 grid side (n = nx·(nx+1)); 500")
     ap.add_argument("--nx-workaround", type=int, default=200, help="grid side of the n-solve "
                     "comparison; 200 (n = 40 200)")
     ap.add_argument("--fraction", type=float, default=0.05,
                     help="share of the columns the workaround is timed on; 0.05")
     ap.add_argument("--lattice", type=int, default=316, help="tight-binding lattice side; 316")
-    ap.add_argument("--engines", nargs="+", default=["cholmod", "superlu"],
-                    choices=["cholmod", "superlu", "pardiso"])
-    ap.add_argument("--timeout", type=float, default=900.0)
-    ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR")
+    ap.add_argument("--engines", nargs="+", action=Names, names=engine_names(), what="engine",
+                    default=["cholmod", "superlu"], metavar="NAME",
+                    help="factorizations of the value+grad rows, any case, comma or space "
+                         "separated: cholmod (cholesky), superlu (lu), pardiso (log det only: "
+                         "no row); default cholmod superlu")
+    ap.add_argument("--timeout", type=float, default=900.0, metavar="S",
+                    help="seconds per measurement (default 900)")
+    ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
+                    help="folder for logdet.md and logdet.json (default bench-out/)")
     args = ap.parse_args(argv)
     rows = []
     for eng in args.engines:

@@ -1,7 +1,8 @@
-"""Optimization loop: `steps` times value + θ-gradient of f(θ) = aᵀK(θ)⁻¹b, θ changing, K's
-pattern fixed (Q4 Poisson family, ``lo.testing.poisson_family(nx)``, n = nx·(nx+1)).
+"""Optimization loop: ``steps`` times value + θ-gradient of f(θ) = aᵀK(θ)⁻¹b with θ changing
+and K's pattern fixed (the Q4 Poisson family ``lo.testing.poisson_family(nx)``, n = nx·(nx+1)
+unknowns), through ``cache.update`` against hand-written loops of the same solvers.
 
-    python -m linops bench loop [--sizes 400] [--steps 10] [--repeat 2] [--solvers ...]
+    python -m linops bench loop [--sizes 400] [--steps 10] [--repeat 2] [--methods ...]
     (also: python benchmarks/loop.py ...)
 
 For every solver three loops, each in a fresh subprocess (so its peak RSS is its own), the
@@ -10,12 +11,12 @@ variants interleaved and repeated (best time kept):
 - ``fresh (hand)``: a hand-written script that factorizes from scratch every step;
 - ``symbolic reuse (hand)``: a hand-written script that keeps what the library allows (CHOLMOD
   ``analyze`` once + ``cholesky_inplace``; SuperLU's COLAMD column order + ``NATURAL``; PARDISO
-  phase 11 once + phase 22; pyamg's aggregation as a predefined aggregation);
+  phase 11 once + phase 22 through pypardiso; pyamg's aggregation as a predefined aggregation);
 - ``linops update``: ``cache.update(A=fam(θ))`` + ``cache.solve`` + ``ad.solve_pullback`` +
   ``fam.pullback`` (for Auto as well, which picks by size; compared with fresh CHOLMOD).
 
-Targets (issue 12): linops ≤ 1.05 × the best hand-written loop of the same solver; Auto ≤ 0.7 ×
-the hand-written fresh-CHOLMOD loop. Per step: assemble K(θ), factorize (or set up AMG), solve
+Targets: linops ≤ 1.05 × the best hand-written loop of the same solver; Auto ≤ 0.7 × the
+hand-written fresh-CHOLMOD loop. Per step: assemble K(θ), factorize (or set up AMG), solve
 with b, solve with a (adjoint), contract the θ-gradient. Hand-written gradients use the same
 assembly map M (scipy CSR) as linops, so the comparison isolates the solver loop.
 
@@ -23,6 +24,9 @@ assembly map M (scipy CSR) as linops, so the comparison isolates the solver loop
 method, n, nnz, time_s, peak_mb, factorizations; plus solver, variant, steps, per_step_s,
 numeric_refactorizations, fill, iterations, cpu_s, ratio_to_best_hand, cpu_ratio_to_best_hand,
 target_ratio, load_avg, threads). On a shared machine the CPU-time ratio is the steadier one.
+
+>>> solver_names()["SuperLU"]        # the solvers are named as sv.solve names their algorithms
+('lu',)
 """
 
 from __future__ import annotations
@@ -33,29 +37,47 @@ import os
 import subprocess
 import sys
 import time
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
+
+import adjoints as ad
+import linops as lo
+import solvers as sv
+
+from .legends import legend
+from .methods import slug_of
+from .names import Names
+from .report import markdown_table, publish
+from .runner import peak_rss, rss_now
 
 SOLVERS = ("CHOLMOD", "SuperLU", "PARDISO", "CG+AMG", "Auto")
 VARIANTS = ("fresh (hand)", "symbolic reuse (hand)", "linops update")
 RTOL = 1e-10  # CG+AMG
 
 
+def linops_alg(solver: str):
+    """The algorithm object the linops loop of ``solver`` (one of :data:`SOLVERS`) uses.
+
+    >>> linops_alg("CG+AMG")
+    CG(rtol=1e-10, atol=0.0, maxiter=None, x0=None, precond=AMG(kind='sa', ...))
+    """
+    return {"CHOLMOD": sv.Cholesky(), "SuperLU": sv.LU(), "PARDISO": sv.Pardiso(),
+            "CG+AMG": sv.CG(rtol=RTOL, precond=sv.AMG()), "Auto": sv.Auto()}[solver]
+
+
+def solver_names() -> dict[str, tuple[str, ...]]:
+    """Each solver of the table and the other name it answers to on the command line: the
+    name of its algorithm as ``sv.solve(prob, name)`` takes it (``cholesky`` for CHOLMOD,
+    ``lu`` for SuperLU, ``cg-amg`` for CG+AMG; see ``methods.slug_of``)."""
+    return {s: (slug_of(linops_alg(s)),) for s in SOLVERS}
+
+
 # ----- one measurement (a child process) ---------------------------------------------------------
-def _rss_now() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak_rss() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def _problem(nx: int, steps: int):
-    import linops as lo
-
+    """(fam, b, a, [θ per step]): the family of the nx×nx grid and ``steps`` random θ."""
     fam, b = lo.testing.poisson_family(nx)
     rng = np.random.default_rng(0)
     thetas = [0.5 + rng.random(fam.n_params) for _ in range(steps)]
@@ -65,9 +87,8 @@ def _problem(nx: int, steps: int):
 
 def _hand_parts(fam):
     """What a hand-written script builds once: the assembly map as scipy CSR (the same M as
-    linops, so assembly costs the same) and the pattern's row/column of every entry."""
-    import scipy.sparse as sp
-
+    linops, so assembly costs the same) and the pattern's row/column of every entry; returns
+    ``assemble(θ) -> K`` (scipy CSR) and ``gradient(u, λ) -> θ̄ = −Mᵀ(λᵢuⱼ)``."""
     P = fam.pattern
     M = fam.M.to_scipy()
     MT = sp.csr_array(M.T)  # for the gradient θ̄ = Mᵀ g
@@ -81,7 +102,84 @@ def _hand_parts(fam):
     return assemble, gradient
 
 
+def _upper(K):
+    """(positions of K's upper-triangle entries in K.data, the upper triangle's indptr and
+    indices): what a PARDISO user of a symmetric type computes once per pattern."""
+    pos = sp.csr_matrix((np.arange(K.nnz) + 1.0, K.indices, K.indptr), shape=K.shape)
+    U = sp.triu(pos, format="csr")
+    U.sort_indices()
+    return U.data.astype(np.int64) - 1, U.indptr, U.indices
+
+
+def _pardiso_numeric(ps, U) -> None:
+    """Phase 22 alone (numeric refactorization on the analysis ``ps`` keeps) through pypardiso.
+
+    pypardiso's public methods are ``factorize`` (phase 12: analysis AND factorization) and
+    ``solve``; the numeric phase by itself is reachable only through ``set_phase`` +
+    ``_call_pardiso``, the route pypardiso's own docstrings name for running a chosen phase
+    (``remove_stored_factorization``). ``factorized_A`` is what its ``solve`` compares the
+    matrix against to decide that the factors are current (phase 33) rather than stale (13).
+    That is the whole of what a pypardiso user has to write by hand here — no binding of the
+    MKL entry points, which this reference used to carry.
+    """
+    ps.set_phase(22)
+    ps._call_pardiso(U, np.zeros((U.shape[0], 1)))
+    ps.factorized_A = U.copy()
+
+
+@lru_cache(maxsize=1)
+def _pypardiso_solver():
+    """One pypardiso solver per process, as a script keeps one: its constructor looks for
+    MKL's runtime by a recursive search of site-packages (about 0.7 s here), a one-time cost
+    like an import (linops caches its MKL lookup the same way), so it stays out of the timed
+    loops. Real symmetric positive definite type (mtype 2)."""
+    from pypardiso import PyPardisoSolver  # the optional dependency: only this loop needs it
+
+    return PyPardisoSolver(mtype=2)
+
+
+def _hand_pardiso(reuse: bool, assemble, gradient, b, a, thetas, info) -> float:
+    """The PARDISO loops through pypardiso's solver on the upper triangle (mtype 2): fresh =
+    ``factorize`` (phase 12: analysis + factorization) + ``solve`` every step; reuse =
+    ``factorize`` once, then :func:`_pardiso_numeric` (phase 22) per step. MKL's memory is
+    released at the end (``free_memory``). Returns the last f."""
+    ps, upper, first = _pypardiso_solver(), None, True
+    for theta in thetas:
+        K = assemble(theta)
+        if upper is None:
+            upper = _upper(K)
+        U = sp.csr_matrix((K.data[upper[0]], upper[2], upper[1]), shape=K.shape)
+        if first or not reuse:
+            ps.set_iparm(18, -1)  # report the fill (iparm(18) is an output once set)
+            ps.factorize(U)
+            info["fill"] = int(ps.get_iparm(18))
+            info["factorizations"] += 1
+            first = False
+        else:
+            _pardiso_numeric(ps, U)
+            info["numeric_refactorizations"] += 1
+        u, lam = ps.solve(U, b), ps.solve(U, a)  # SPD type: Kᵀ = K, the adjoint is a solve
+        f, g = a @ u, gradient(u, lam)
+    ps.free_memory(everything=True)
+    return f
+
+
 def _hand_loop(solver: str, variant: str, fam, b, a, thetas) -> dict:
+    """One hand-written loop (``variant`` 'fresh (hand)' or 'symbolic reuse (hand)') of
+    ``solver``; returns the counts, the fill (or iterations) and the last value f.
+
+    Per step: K(θ) assembled through the same map M as linops, a factorization (or AMG setup),
+    a solve with b and one with a (the adjoint: K is symmetric, so a forward solve for
+    CHOLMOD, PARDISO and CG; SuperLU solves with ``trans='T'``), the θ-gradient −Mᵀ(λᵢuⱼ).
+    What "symbolic reuse" keeps, per solver:
+
+    - CHOLMOD: ``cholesky`` once, then ``cholesky_inplace`` (the analysis kept);
+    - SuperLU: COLAMD's column order from the first ``splu``, then ``splu(K[:, order],
+      permc_spec='NATURAL')`` with the solutions permuted back;
+    - PARDISO: pypardiso's ``factorize`` once, then phase 22 (:func:`_pardiso_numeric`);
+    - CG+AMG: pyamg's aggregates of the first setup passed as predefined aggregates (the
+      numeric hierarchy rebuilt), scipy's ``cg`` twice with the same preconditioner.
+    """
     assemble, gradient = _hand_parts(fam)
     reuse = variant == "symbolic reuse (hand)"
     info: dict = {"factorizations": 0, "numeric_refactorizations": 0}
@@ -121,21 +219,7 @@ def _hand_loop(solver: str, variant: str, fam, b, a, thetas) -> dict:
             f, g = a @ u, gradient(u, lam)
         info["fill"] = int(lu.nnz)
     elif solver == "PARDISO":
-        h = None
-        for theta in thetas:
-            K = assemble(theta)
-            if h is None or not reuse:
-                if h is not None:
-                    h.release()
-                h = _RawPardiso(K)
-                info["factorizations"] += 1
-            else:
-                h.numeric(K)
-                info["numeric_refactorizations"] += 1
-            u, lam = h.solve(b), h.solve(a)  # SPD type: Aᵀ = A
-            f, g = a @ u, gradient(u, lam)
-        info["fill"] = int(h.iparm[17])
-        h.release()
+        f = _hand_pardiso(reuse, assemble, gradient, b, a, thetas, info)
     elif solver == "CG+AMG":
         import pyamg
         import scipy.sparse.linalg as spl
@@ -170,85 +254,15 @@ def _hand_loop(solver: str, variant: str, fam, b, a, thetas) -> dict:
     return info
 
 
-class _RawPardiso:
-    """A hand-written PARDISO loop through MKL's C interface (SPD type 2, upper triangle)."""
-
-    def __init__(self, K):
-        import ctypes
-
-        import scipy.sparse as sp
-        from pypardiso.pardiso_wrapper import PyPardisoSolver
-
-        self.ct = ctypes
-        self.lib = PyPardisoSolver().libmkl
-        i32 = ctypes.POINTER(ctypes.c_int32)
-        p = ctypes.c_void_p
-        self.lib.pardiso.argtypes = [p, i32, i32, i32, i32, i32, p, p, p, p, i32, p, i32, p, p,
-                                     i32]
-        self.lib.pardisoinit.argtypes = [p, i32, p]
-        U = sp.triu(K, format="csr")
-        U.sort_indices()
-        self.upper = sp.triu(sp.csr_matrix((np.arange(K.nnz) + 1.0, K.indices, K.indptr),
-                                           shape=K.shape), format="csr").data.astype(np.int64) - 1
-        self.ia, self.ja = U.indptr.astype(np.int32), U.indices.astype(np.int32)
-        self.n = K.shape[0]
-        self.pt = np.zeros(64, dtype=np.int64)
-        self.iparm = np.zeros(64, dtype=np.int32)
-        self.lib.pardisoinit(self.pt.ctypes.data, self._i(2), self.iparm.ctypes.data)
-        self.iparm[34] = 1
-        self.a = np.ascontiguousarray(K.data[self.upper])
-        self._call(11)
-        self._call(22)
-
-    def _i(self, v):
-        return self.ct.byref(self.ct.c_int32(v))
-
-    def _call(self, phase, B=None, X=None):
-        if B is None:
-            B = X = np.zeros((self.n, 1))
-        err = self.ct.c_int32(0)
-        self.lib.pardiso(self.pt.ctypes.data, self._i(1), self._i(1), self._i(2), self._i(phase),
-                         self._i(self.n), self.a.ctypes.data, self.ia.ctypes.data,
-                         self.ja.ctypes.data, None, self._i(B.shape[1]), self.iparm.ctypes.data,
-                         self._i(0), B.ctypes.data, X.ctypes.data, self.ct.byref(err))
-        if err.value:
-            raise RuntimeError(f"PARDISO phase {phase}: error {err.value}")
-
-    def numeric(self, K):
-        self.a = np.ascontiguousarray(K.data[self.upper])
-        self._call(22)
-
-    def solve(self, b):
-        B = np.asfortranarray(b.reshape(-1, 1))
-        X = np.zeros_like(B)
-        self._call(33, B, X)
-        return X[:, 0]
-
-    def release(self):
-        z = np.zeros(1)
-        err = self.ct.c_int32(0)
-        self.lib.pardiso(self.pt.ctypes.data, self._i(1), self._i(1), self._i(2), self._i(-1),
-                         self._i(0), z.ctypes.data, self.ia.ctypes.data, self.ja.ctypes.data,
-                         None, self._i(1), self.iparm.ctypes.data, self._i(0), z.ctypes.data,
-                         z.ctypes.data, self.ct.byref(err))
-
-
-def _linops_alg(solver: str):
-    import solvers as sv
-
-    return {"CHOLMOD": sv.Cholesky(), "SuperLU": sv.LU(), "PARDISO": sv.Pardiso(),
-            "CG+AMG": sv.CG(rtol=RTOL, precond=sv.AMG()), "Auto": sv.Auto()}[solver]
-
-
 def _linops_loop(solver: str, fam, b, a, thetas) -> dict:
-    import adjoints as ad
-    import solvers as sv
-
+    """The linops loop: ``sv.init`` once, then per step ``cache.update(A=fam(θ))``, a solve, one
+    ``ad.solve_pullback`` (an adjoint solve on the same factors) and ``fam.pullback``; returns
+    the cache's counters, the engine, its fill or iterations and the last value f."""
     cache = None
     for theta in thetas:
         K = fam(theta)
         if cache is None:
-            cache = sv.init(sv.LinearProblem(K, b, posdef=True), _linops_alg(solver))
+            cache = sv.init(sv.LinearProblem(K, b, posdef=True), linops_alg(solver))
         else:
             cache.update(A=K)
         u = cache.solve()
@@ -275,8 +289,33 @@ def _linops_loop(solver: str, fam, b, a, thetas) -> dict:
 
 
 def run_one(solver: str, variant: str, nx: int, steps: int) -> dict:
-    """One loop in this process: time, peak RSS over the state after building the problem
-    (and a warm-up loop on a tiny one, so imports and first-call costs are excluded)."""
+    """One loop in this process (run it in a fresh one): its time, CPU time and peak RSS over
+    the state after building the problem, after a warm-up loop on a tiny problem (imports and
+    first-call costs excluded).
+
+    Parameters
+    ----------
+    solver, variant : str
+        Of :data:`SOLVERS` and :data:`VARIANTS`.
+    nx, steps : int
+        Grid side (n = nx·(nx+1)) and loop length.
+
+    Returns
+    -------
+    dict
+        The row: method, solver, variant, n, nnz, steps, time_s, cpu_s, per_step_s, peak_mb and
+        the loop's counts (factorizations, numeric_refactorizations, fill or iterations, value).
+
+    Examples
+    --------
+    >>> hand = run_one("SuperLU", "symbolic reuse (hand)", 4, 2)
+    >>> ours = run_one("SuperLU", "linops update", 4, 2)
+    >>> (hand["factorizations"], hand["numeric_refactorizations"]) == (1, 1) == \\
+    ...     (ours["factorizations"], ours["numeric_refactorizations"])
+    True
+    >>> abs(hand["value"] - ours["value"]) < 1e-12 * abs(ours["value"])
+    True
+    """
     import warnings
 
     warnings.simplefilter("ignore")
@@ -285,19 +324,27 @@ def run_one(solver: str, variant: str, nx: int, steps: int) -> dict:
     loop = ((lambda *p: _linops_loop(solver, *p)) if variant == "linops update"
             else (lambda *p: _hand_loop(solver, variant, *p)))
     loop(*tiny)
-    base = _rss_now()
+    base = rss_now()
     t, c = time.perf_counter(), time.process_time()
     info = loop(fam, b, a, thetas)
     elapsed, cpu = time.perf_counter() - t, time.process_time() - c
     return {"method": f"{solver}: {variant}", "solver": solver, "variant": variant,
             "n": fam.shape[0], "nnz": fam.pattern.nnz, "steps": steps, "time_s": elapsed,
             "cpu_s": cpu,
-            "per_step_s": elapsed / steps, "peak_mb": max(_peak_rss() - base, 0) / 2**20, **info}
+            "per_step_s": elapsed / steps, "peak_mb": max(peak_rss() - base, 0) / 2**20, **info}
 
 
 # ----- the driver --------------------------------------------------------------------------------
 def _child(solver: str, variant: str, nx: int, steps: int, timeout: float,
            threads: int | None = None) -> dict:
+    """:func:`run_one` in a fresh interpreter (BLAS/OpenMP/MKL limited to ``threads``); a
+    failure or a timeout comes back as the row's ``skipped`` reason.
+
+    A fresh process per loop keeps each peak RSS its own and each loop free of what an earlier
+    one left (allocator state, MKL's buffers); the row comes back as one JSON line prefixed
+    with ``@@`` on the child's stdout. Cost: one interpreter start with the imports (about a
+    second) on top of the loop.
+    """
     code = ("import json; from linops._app.loop import run_one; "
             f"print('@@' + json.dumps(run_one({solver!r}, {variant!r}, {nx}, {steps})))")
     row = {"method": f"{solver}: {variant}", "solver": solver, "variant": variant,
@@ -319,15 +366,20 @@ def _child(solver: str, variant: str, nx: int, steps: int, timeout: float,
 
 
 def _variants(solver: str) -> tuple:
+    """The loops measured for ``solver``: all three, Auto only its linops loop."""
     return ("linops update",) if solver == "Auto" else VARIANTS
 
 
 def run(sizes=(400,), steps: int = 10, solvers=SOLVERS, repeat: int = 2,
         timeout: float = 900.0, progress=None, threads: int | None = None) -> list[dict]:
     """The loop table: one row per (size, solver, variant), best of ``repeat`` interleaved runs,
-    each in a fresh subprocess. ``ratio_to_best_hand``: time / best hand-written loop of the same
-    solver (Auto: / fresh CHOLMOD); ``target_ratio``: 1.05 (Auto: 0.7). ``threads``: BLAS /
-    OpenMP / MKL threads of every child (None: the environment's)."""
+    each in a fresh subprocess.
+
+    ``ratio_to_best_hand``: time / best hand-written loop of the same solver (Auto: / fresh
+    CHOLMOD); ``target_ratio``: 1.05 (Auto: 0.7); the same in CPU time as
+    ``cpu_ratio_to_best_hand``. ``threads``: BLAS / OpenMP / MKL threads of every child (None:
+    the environment's). Cost: ``repeat`` × (3 per solver, 1 for Auto) child processes per size.
+    """
     rows = []
     for nx in sizes:
         best: dict = {}
@@ -359,9 +411,24 @@ def run(sizes=(400,), steps: int = 10, solvers=SOLVERS, repeat: int = 2,
     return rows
 
 
-def format_rows(rows: list[dict]) -> str:
-    from .report import markdown_table as table
+COLUMNS = ["n", "method", "time s", "s/step", "cpu s", "fact/num", "fill", "its/step",
+           "peak MB", "vs best hand", "cpu vs hand", "load"]
 
+
+def format_rows(rows: list[dict]) -> str:
+    """The loop table (Markdown, :data:`COLUMNS`; the legend is ``legends.LOOP``); a row that
+    did not run says why under time s.
+
+    >>> text = format_rows([{"n": 20, "method": "PARDISO: fresh (hand)", "time_s": 0.5,
+    ...                      "per_step_s": 0.25, "cpu_s": 0.4, "factorizations": 2,
+    ...                      "numeric_refactorizations": 0, "fill": 1170, "peak_mb": 3.0,
+    ...                      "load_avg": 1.0},
+    ...                     {"n": 20, "method": "CHOLMOD: fresh (hand)",
+    ...                      "skipped": "failed: ModuleNotFoundError"}])
+    >>> [[c.strip() for c in line.strip("|").split("|")][:7] for line in text.splitlines()[2:]]
+    [['20', 'PARDISO: fresh (hand)', '0.50', '0.250', '0.40', '2/0', '1,170'],
+     ['20', 'CHOLMOD: fresh (hand)', 'failed: ModuleNotFoundError', '', '', '', '']]
+    """
     out = []
     for r in rows:
         if "skipped" in r:
@@ -379,41 +446,79 @@ def format_rows(rows: list[dict]) -> str:
                     "cpu vs hand": (f"{r['cpu_ratio_to_best_hand']:.2f}"
                                     if "cpu_ratio_to_best_hand" in r else ""),
                     "load": f"{r['load_avg']:.1f}"})
-    cols = ["n", "method", "time s", "s/step", "cpu s", "fact/num", "fill", "its/step",
-            "peak MB", "vs best hand", "cpu vs hand", "load"]
-    return table(out, cols)
+    return markdown_table(out, COLUMNS)
+
+
+def _positive(text: str) -> int:
+    """argparse type: an integer ≥ 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return v
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m linops bench loop`` (its ``--help`` ends with the legend).
+
+    ``--methods`` (old spelling ``--solvers``) takes the table's solver names or the names
+    ``sv.solve`` gives their algorithms (:func:`solver_names`), in any case.
+
+    >>> parser().parse_args(["--methods", "cholesky,PARDISO", "--steps", "3"]).solvers
+    ['CHOLMOD', 'PARDISO']
+    """
+    ap = argparse.ArgumentParser(prog="python -m linops bench loop",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description=__doc__.split("\n\n")[0].replace("``", ""),
+                                 epilog=legend("loop"))
+    ap.add_argument("--sizes", type=_positive, nargs="+", default=[400], metavar="NX",
+                    help="grid sides nx (n = nx·(nx+1)); default 400")
+    ap.add_argument("--steps", type=_positive, default=10, metavar="S",
+                    help="value + θ-gradient evaluations per loop (default 10)")
+    ap.add_argument("--repeat", type=_positive, default=2, metavar="R",
+                    help="interleaved runs of every loop; the fastest is kept (default 2)")
+    ap.add_argument("--methods", "--solvers", dest="solvers", nargs="+", action=Names,
+                    names=solver_names(), what="solver", default=list(SOLVERS), metavar="NAME",
+                    help="solvers to loop over, by table name or by the name sv.solve gives its "
+                         "algorithm, any case, comma or space separated: "
+                         + ", ".join(f"{s} ({alias[0]})" for s, alias in solver_names().items())
+                         + " (default: all)")
+    ap.add_argument("--threads", type=int, default=0, metavar="T",
+                    help="BLAS/OpenMP/MKL threads per child (0: the environment's)")
+    ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
+                    help="folder for loop.md and loop.json (default bench-out/)")
+    return ap
 
 
 def main(argv=None, out=None) -> list[dict]:
-    """``python -m linops bench loop``: the loop table, printed and written to ``--out``."""
-    from pathlib import Path
+    """``python -m linops bench loop``: the loop table with its legend, printed and written
+    to ``--out``; returns the rows (see :func:`run`).
 
-    from .report import publish
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``bench loop`` (default: the process's own); see :func:`parser`.
+    out : str, optional
+        The default of ``--out`` (``benchmarks/loop.py`` passes its own).
 
-    ap = argparse.ArgumentParser(prog="python -m linops bench loop",
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=_positive, nargs="+", default=[400], metavar="NX",
-                    help="grid sides nx (n = nx·(nx+1)); default 400")
-    ap.add_argument("--steps", type=_positive, default=10)
-    ap.add_argument("--repeat", type=_positive, default=2)
-    ap.add_argument("--solvers", nargs="+", choices=SOLVERS, default=list(SOLVERS))
-    ap.add_argument("--threads", type=int, default=0,
-                    help="BLAS/OpenMP/MKL threads per child (0: the environment's)")
-    ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
+    Notes
+    -----
+    Cost: ``--repeat`` × (3 loops per solver, 1 for Auto) fresh processes per size; the
+    default (n = 160 400, 10 steps, 2 repeats, every solver) runs about 260 s of loops per
+    repeat here (the README's table), some ten minutes in all on two cores. Progress goes to
+    stderr.
+    """
+    ap = parser()
+    if out is not None:
+        ap.set_defaults(out=Path(out))
     args = ap.parse_args(argv)
     rows = run(args.sizes, args.steps, args.solvers, args.repeat, threads=args.threads or None,
                progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
                                         flush=True))
-    text = format_rows(rows)
-    publish(args.out, "loop", text, rows, argv)
+    publish(args.out, "loop", format_rows(rows), rows, argv)
     return rows
-
-
-def _positive(text: str) -> int:
-    v = int(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return v
 
 
 if __name__ == "__main__":

@@ -2,55 +2,158 @@
 f(θ) = aᵀK(θ)⁻¹b with respect to θ (one parameter per cell of a 2-D Q4 heat-conduction family)
 and with respect to K's stored values.
 
+Two kinds of method:
+
+* one per algorithm of the solver registry that takes sparse matrices, named as
+  ``sv.solve(prob, name)`` names it (``lu``, ``cholesky``, ``pardiso``, ``cg``, ``auto``, ...;
+  an engine registered later is a bench method without an edit here), plus ``cg-amg``
+  (``sv.CG(precond=sv.AMG())``, named by :func:`slug_of` from its algorithm and
+  preconditioner) and ``jax`` (the same f under ``jax.jit(jax.value_and_grad)``);
+* the references: ``scipy`` (the adjoint written by hand), ``dense-gradient`` (what an AD system
+  materialises), ``jax-spsolve`` and ``dense-jax``.
+
 A method is built from the problem and returns three callables: ``forward()`` (the value only),
 ``full()`` (value + both gradients; returns what ``extra`` reads) and ``extra(result)`` (the
-factorization count and the bytes of the gradient it produced).
+factorization count, the bytes of the gradient it produced, and for linops methods the engine
+the cache reports).
+
+>>> sorted(set(DEFAULT) - set(METHODS))       # every default is a method
+[]
+>>> METHODS["lu"].label, METHODS["cg-amg"].label
+('linops LU', 'linops CG + AMG (pyamg)')
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+import adjoints as ad
+import linops as lo
+import solvers as sv
+from solvers.internals import entries
+
+
+def installed(dist: str) -> bool:
+    """Whether distribution ``dist`` is installed (its metadata; nothing is imported)."""
+    try:
+        importlib.metadata.version(dist)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
 
 
 @dataclass(frozen=True)
 class Method:
     """A benchmarked way to compute value + gradient.
 
-    ``slug``: what you type (``--methods lu jax``); ``label``: the table's wording; ``needs``:
-    distributions that must be installed (else the row says "not installed"); ``dense_bytes``:
-    bytes of n×n arrays per unknown² it allocates (0 for lazy methods), used to skip sizes that
-    do not fit; ``dense_solve``: it factorizes a dense n×n matrix (O(n³)); ``jit``: its first
-    call at a new shape compiles (JAX), so that call is never a timing.
+    Attributes
+    ----------
+    slug : str
+        What you type (``--methods lu jax``); matched as the registry matches names.
+    label : str
+        The table's wording (linops rows add the engine that ran, see :func:`row_label`).
+    build : callable
+        ``build(fam, b, theta, a) -> (forward, full, extra)``.
+    summary : str
+        One line for ``--help`` (a registry method: the registry's summary).
+    needs : tuple of str
+        Distributions that must be installed, else the row says "not installed".
+    requires : callable or None
+        For registry methods, the entry's ``unavailable`` (None when it runs here).
+    dense_bytes : int
+        Bytes of n×n arrays per unknown² it allocates (0 for lazy methods), used to skip sizes
+        that do not fit.
+    dense_solve : bool
+        It factorizes a dense n×n matrix (O(n³)).
+    jit : bool
+        Its first call at a new shape compiles (JAX), so that call is never a timing.
+    engine : bool
+        Its rows name the engine the cache ran (registry methods).
     """
 
     slug: str
     label: str
     build: Callable
+    summary: str = ""
     needs: tuple[str, ...] = ()
+    requires: Callable[[], str | None] | None = None
     dense_bytes: int = 0
     dense_solve: bool = False
     jit: bool = False
+    engine: bool = False
+
+    def unavailable(self) -> str | None:
+        """None when the method can run here, else why not (a missing optional dependency)."""
+        missing = [d for d in self.needs if not installed(d)]
+        if missing:
+            return f"needs {', '.join(missing)}"
+        return self.requires() if self.requires is not None else None
+
+
+def slug_of(alg) -> str:
+    """The name of an algorithm object: its registry name, and its preconditioner's after a
+    '-' (``sv.CG(precond=sv.AMG())`` is ``cg-amg``).
+
+    >>> slug_of(sv.LU()), slug_of(sv.CG(precond=sv.AMG())), slug_of(sv.GMRES(precond=sv.ILU()))
+    ('lu', 'cg-amg', 'gmres-ilu')
+    """
+    precond = getattr(alg, "precond", None)
+    if precond is None:
+        return alg.name
+    return f"{alg.name}-{getattr(type(precond), 'name', '') or type(precond).__name__.lower()}"
+
+
+def engine_name(kind: str) -> str:
+    """The engine in a cache's ``kind`` without its details: 'PARDISO (mtype 2)' → 'PARDISO',
+    'CG + AMG(sa): 2 levels, ...' → 'CG + AMG(sa)'.
+
+    >>> engine_name("PETSc preonly+lu(mumps) on 1 rank(s); transposed solves: ...")
+    'PETSc preonly+lu(mumps)'
+    """
+    return re.split(r" \(|:|;| \[| on ", kind, maxsplit=1)[0].strip()
+
+
+def row_label(method: Method, kind: str | None) -> str:
+    """The table label of a measured row: a registry method adds the engine that ran when the
+    algorithm's name does not already say it ('linops LU (SuperLU)', 'linops Auto (CHOLMOD)',
+    'linops Pardiso').
+
+    >>> row_label(METHODS["lu"], "SuperLU"), row_label(METHODS["pardiso"], "PARDISO (mtype 2)")
+    ('linops LU (SuperLU)', 'linops Pardiso')
+    """
+    if not method.engine or not kind:
+        return method.label
+    engine = engine_name(kind)
+    if engine.lower() in method.label.lower():
+        return method.label
+    return f"{method.label} ({engine})"
 
 
 def problem(nx: int):
-    """(fam, b, θ, a) for an nx×nx grid: n = nx(nx+1) unknowns, about 9n stored entries."""
-    import linops as lo
+    """(fam, b, θ, a) for an nx×nx grid: n = nx(nx+1) unknowns, about 9n stored entries.
 
+    Cost: O(n) to build the family (``lo.testing.poisson_family``).
+
+    >>> fam, b, theta, a = problem(3)
+    >>> fam.shape, theta.shape, a.shape
+    ((12, 12), (9,), (12,))
+    """
     fam, b = lo.testing.poisson_family(nx)
     rng = np.random.default_rng(0)
     return fam, b, 0.5 + rng.random(fam.n_params), rng.standard_normal(fam.shape[0])
 
 
-def _linops(alg_factory):
+def _linops(make_alg: Callable):
+    """The linops method for the algorithm ``make_alg()`` makes: ``sv.solve`` with the posdef
+    hint, one ``ad.solve_pullback`` (one adjoint solve, same factors), the gradient on K's
+    stored values by ``lo.project`` (an SDDMM) and its θ-gradient by ``fam.pullback``."""
     def build(fam, b, theta, a):
-        import adjoints as ad
-        import linops as lo
-        import solvers as sv
-
-        alg = alg_factory(sv)
+        alg = make_alg()
 
         def forward():
             return sv.solve(sv.LinearProblem(fam(theta), b, posdef=True), alg).u
@@ -60,15 +163,18 @@ def _linops(alg_factory):
             sol = sv.solve(sv.LinearProblem(K, b, posdef=True), alg)
             g = ad.solve_pullback(sol, a)          # Ā = RankOne(−λ, u): one adjoint solve
             gK = lo.project(g.A, like=K)           # gradient w.r.t. K's stored values (SDDMM)
-            return a @ sol.u, fam.pullback(gK), g, sol.stats
+            return a @ sol.u, fam.pullback(gK), g, sol
 
-        return forward, full, lambda r: {"factorizations": r[3].factorizations,
-                                         "payload_bytes": lo.payload_nbytes(r[2].A)}
+        return forward, full, lambda r: {"factorizations": r[3].stats.factorizations,
+                                         "payload_bytes": lo.payload_nbytes(r[2].A),
+                                         "kind": r[3].cache.kind}
     return build
 
 
 def _linops_jax(fam, b, theta, a):
-    import jax
+    """``jax.jit(jax.value_and_grad(f))`` with f through ``adjoints.jax.solve`` (Auto, posdef
+    hint): one host factorization per evaluation, counted by ``adj.stats()``."""
+    import jax  # optional dependencies: imported only by the methods that use them
 
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
@@ -93,6 +199,11 @@ def _linops_jax(fam, b, theta, a):
 
 
 def _scipy_by_hand(fam, b, theta, a):
+    """What a careful scipy user writes: assemble K = M θ on the pattern, ``splu`` once, solve
+    with K and (``trans='T'``) with Kᵀ, the gradient on the stored entries −λᵢuⱼ, θ̄ = Mᵀ gK.
+
+    One factorization per evaluation, like linops; the gradient it keeps is the nnz values
+    (a dense array of the stored entries), against linops's RankOne of 2n values."""
     import scipy.sparse as sp
     import scipy.sparse.linalg as spl
 
@@ -114,6 +225,11 @@ def _scipy_by_hand(fam, b, theta, a):
 
 
 def _dense_gradient(fam, b, theta, a):
+    """The same solves, but the gradient w.r.t. K written out as the dense n×n −λuᵀ (what an AD
+    system materialises): n² memory, skipped where it does not fit.
+
+    8·n² bytes: 0.8 GB at n = 10 100, 206 GB at n = 160 400 (the runner reports that instead of
+    running it, ``runner.DENSE_BUDGET``)."""
     import scipy.sparse.linalg as spl
 
     P = fam.pattern
@@ -131,6 +247,8 @@ def _dense_gradient(fam, b, theta, a):
 
 
 def _jax_spsolve(fam, b, theta, a):
+    """f through ``jax.experimental.sparse.linalg.spsolve`` and ``jax.value_and_grad``: JAX's
+    own sparse path, a fresh factorization for the solve and another for its transpose."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -155,6 +273,8 @@ def _jax_spsolve(fam, b, theta, a):
 
 
 def _dense_jax(fam, b, theta, a):
+    """f with K scattered into a dense n×n jax array and ``jnp.linalg.solve``: O(n²) memory,
+    O(n³) time; only run for small n."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -177,20 +297,39 @@ def _dense_jax(fam, b, theta, a):
         lambda r: {"factorizations": 1, "payload_bytes": P.shape[0] ** 2 * 8}
 
 
+def _registry_methods() -> list[Method]:
+    """One method per registered algorithm that takes sparse matrices (``sv.show_config()``'s
+    rows), with the registry's name, summary and availability check.
+
+    Each runs ``cls()`` — the algorithm's defaults — through :func:`_linops`; an engine whose
+    optional dependency is missing here gives "not installed" rows (its ``unavailable``), and
+    one registered later is a method without an edit here.
+    """
+    def make(cls):
+        return lambda: cls()
+
+    return [Method(e.name, f"linops {e.cls.__name__}", _linops(make(e.cls)),
+                   summary=f"sv.{e.cls.__name__}(): {e.summary}", requires=e.unavailable,
+                   engine=True)
+            for e in entries() if "sparse" in e.structures]
+
+
+_CG_AMG = sv.CG(rtol=1e-10, precond=sv.AMG())
 METHODS: dict[str, Method] = {m.slug: m for m in (
-    Method("lu", "linops LU (SuperLU)", _linops(lambda sv: sv.LU())),
-    Method("cholesky", "linops Cholesky (CHOLMOD)", _linops(lambda sv: sv.Cholesky()),
-           needs=("scikit-sparse",)),
-    Method("pardiso", "linops PARDISO (MKL)", _linops(lambda sv: sv.Pardiso()),
-           needs=("pypardiso",)),
-    Method("cg-amg", "linops CG + AMG (pyamg)",
-           _linops(lambda sv: sv.CG(rtol=1e-10, precond=sv.AMG()))),
-    Method("jax", "linops jax (jit(value_and_grad))", _linops_jax, needs=("jax",), jit=True),
-    Method("scipy", "scipy, adjoint written by hand", _scipy_by_hand),
-    Method("dense-gradient", "dense n×n gradient (scipy)", _dense_gradient, dense_bytes=8),
-    Method("jax-spsolve", "jax spsolve + jax.grad", _jax_spsolve, needs=("jax",), jit=True),
+    *_registry_methods(),
+    Method(slug_of(_CG_AMG), "linops CG + AMG (pyamg)", _linops(lambda: _CG_AMG),
+           summary="sv.CG(rtol=1e-10, precond=sv.AMG()): CG preconditioned by pyamg's smoothed "
+                   "aggregation"),
+    Method("jax", "linops jax (jit(value_and_grad))", _linops_jax, needs=("jax",), jit=True,
+           summary="adjoints.jax.solve under jax.jit(jax.value_and_grad)"),
+    Method("scipy", "scipy, adjoint written by hand", _scipy_by_hand,
+           summary="splu once, solve with K and Kᵀ, the gradient by hand"),
+    Method("dense-gradient", "dense n×n gradient (scipy)", _dense_gradient, dense_bytes=8,
+           summary="the same solves, the gradient w.r.t. K as a dense n×n array"),
+    Method("jax-spsolve", "jax spsolve + jax.grad", _jax_spsolve, needs=("jax",), jit=True,
+           summary="jax.experimental.sparse.linalg.spsolve under jax.value_and_grad"),
     Method("dense-jax", "dense jax.grad", _dense_jax, needs=("jax",), dense_bytes=24,
-           dense_solve=True, jit=True),
+           dense_solve=True, jit=True, summary="K as a dense jax array, jnp.linalg.solve"),
 )}
 DEFAULT = ("lu", "cholesky", "pardiso", "jax", "scipy", "dense-gradient", "jax-spsolve",
            "dense-jax")

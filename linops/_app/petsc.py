@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import os
 import shutil
@@ -59,7 +60,14 @@ from pathlib import Path
 
 import numpy as np
 
+import adjoints as ad
+import linops as lo
+import solvers as sv
+
 from .bench import MAX_NX, _nx
+from .legends import legend
+from .names import Names
+from .report import markdown_table, write_section
 
 METHODS = ("hand", "linops", "serial")
 LABELS = {"linops": "linops sv.PETSc cg+gamg", "hand": "hand-written petsc4py cg+gamg",
@@ -71,32 +79,51 @@ COLUMNS = ["n", "ranks", "method", "time s", "vs hand", "peak MB/rank", "mem vs 
 
 # ----- the problem (every rank computes only its own part) ---------------------------------------
 def _hashed(idx, salt: int) -> np.ndarray:
-    """Rank-independent pseudo-random numbers in [0, 1) from global indices."""
+    """Rank-independent pseudo-random numbers in [0, 1) from global indices: every rank computes
+    the values of its own cells or dofs, and any split of the indices gives the same numbers
+    (so results do not depend on the number of ranks). O(len(idx)).
+
+    >>> np.array_equal(_hashed(np.arange(6), 1)[3:], _hashed(np.arange(3, 6), 1))
+    True
+    """
     h = (np.asarray(idx).astype(np.uint64) * np.uint64(2654435761) + np.uint64(salt)) \
         % np.uint64(2**32)
     return h.astype(np.float64) / 2**32
 
 
 def _block(total: int, rank: int, size: int) -> tuple[int, int]:
+    """[start, stop) of rank ``rank``'s contiguous block of ``total`` items over ``size`` ranks
+    (PETSc's default split: sizes differ by at most one).
+
+    >>> [_block(10, r, 3) for r in range(3)]
+    [(0, 3), (3, 6), (6, 10)]
+    """
     return total * rank // size, total * (rank + 1) // size
 
 
 def _cell_nodes(cells, nx: int):
-    """Node numbers (row by row, x fastest) of cells numbered row by row: (ne, 4), ccw."""
+    """Node numbers (row by row, x fastest) of cells numbered row by row: (ne, 4), ccw.
+
+    >>> _cell_nodes(np.array([0, 3]), 2).tolist()       # a 2×2 grid of cells, 3×3 nodes
+    [[0, 1, 4, 3], [4, 5, 8, 7]]
+    """
     n0 = (cells // nx) * (nx + 1) + cells % nx
     return np.stack([n0, n0 + 1, n0 + nx + 2, n0 + nx + 1], axis=1)
 
 
 def _data(nx: int, cells, rows):
-    """θ on the given cells; a, b on the given free dofs; the weights of the gradient check."""
+    """(θ, a, b, w) for the given cells and free dofs: θ ∈ [0.5, 1.5) per cell, a (the
+    objective's weights) per dof, the load b = 1/nx² per dof, and the weights w of the
+    gradient check ``grad_dot = Σ wₑ θ̄ₑ``; all rank-independent (:func:`_hashed`)."""
     theta = 0.5 + _hashed(cells, 1)
     return theta, _hashed(rows, 2) - 0.5, np.full(rows.size, 1.0 / nx**2), _hashed(cells, 3) - 0.5
 
 
 # ----- linops ------------------------------------------------------------------------------------
 def _build_linops(nx: int, comm, cfg) -> dict:
-    import linops as lo
-    from linops.petsc import PETScElementFamily, element_slice
+    """linops's build on this rank: its slice of the cells (``element_slice``) and the
+    distributed family ``PETScElementFamily.from_elements`` (the left edge's dofs fixed)."""
+    from linops.petsc import PETScElementFamily, element_slice  # initialises MPI on import
 
     sl = element_slice(nx * nx, comm)
     cells = np.arange(sl.start, sl.stop)
@@ -108,9 +135,8 @@ def _build_linops(nx: int, comm, cfg) -> dict:
 
 
 def _run_linops(st, cfg, mpi) -> dict:
-    import adjoints as ad
-    import solvers as sv
-
+    """The timed linops path: K = fam(θ), ``sv.init`` with ``sv.PETSc(cg, gamg)``, a solve, one
+    ``ad.solve_pullback`` (``KSPSolveTranspose`` on the same setup) and ``fam.pullback``."""
     fam, (theta, a, b, _) = st["fam"], st["data"]
     K = fam(theta)
     cache = sv.init(sv.LinearProblem(K, b), sv.PETSc(ksp_type="cg", pc_type="gamg",
@@ -127,7 +153,10 @@ def _run_linops(st, cfg, mpi) -> dict:
 
 # ----- hand-written petsc4py ---------------------------------------------------------------------
 def _build_hand(nx: int, comm, cfg) -> dict:
-    """What a careful petsc4py user writes: numbering, preallocation, the ghost scatter."""
+    """What a careful petsc4py user writes once per mesh, on this rank: the free-dof numbering
+    (column 0 fixed), the preallocation counted per owned row (the 3×3 node neighbourhood,
+    split into the diagonal and off-diagonal blocks) and the ghost map of the rank's element
+    dofs. O(local cells + local rows)."""
     from petsc4py import PETSc
 
     p, r = comm.getSize(), comm.getRank()
@@ -149,14 +178,15 @@ def _build_hand(nx: int, comm, cfg) -> dict:
             o_nnz += ok & ((j < r0) | (j >= r1))
     ghost = np.unique(edofs[edofs >= 0])
     gidx = np.where(edofs >= 0, np.searchsorted(ghost, np.maximum(edofs, 0)), ghost.size)
-    import linops as lo
-
     return {"comm": comm, "sizes": (r1 - r0, n_free), "nnz": (d_nnz, o_nnz), "edofs": edofs,
             "ghost": ghost.astype(PETSc.IntType), "gidx": gidx, "cells": cells,
             "Ke": lo.testing.q4_laplace_stiffness(), "data": _data(nx, cells, f)}
 
 
 def _run_hand(st, cfg, mpi) -> dict:
+    """The timed hand-written path: MatSetValuesRCV of θₑKₑ into the preallocated AIJ, KSP cg +
+    gamg through KSPSetFromOptions (prefix ``hand_``), two KSPSolve (K is symmetric), one
+    VecScatter of u and λ to the rank's element dofs, θ̄ₑ = −λₑᵀKₑuₑ."""
     from petsc4py import PETSc
 
     theta, a, b, _ = st["data"]
@@ -211,17 +241,19 @@ def _run_hand(st, cfg, mpi) -> dict:
 
 # ----- serial (numpy + scipy + pyamg) ------------------------------------------------------------
 def _build_serial(nx: int, comm, cfg) -> dict:
-    import linops as lo
-
+    """The serial reference's build: ``lo.testing.poisson_family(nx)`` on one process, with
+    the same θ, a, b as the distributed methods (the same free-dof numbering: the left edge
+    fixed, rows numbered row by row)."""
     fam, _ = lo.testing.poisson_family(nx)
     cells = np.arange(fam.n_params)
     return {"fam": fam, "cells": cells, "data": _data(nx, cells, np.arange(fam.shape[0]))}
 
 
 def _run_serial(st, cfg, mpi) -> dict:
-    import adjoints as ad
-    import solvers as sv
-
+    """The timed serial path: ``sv.CG(rtol, precond=sv.AMG())`` (pyamg) on the same θ, a, b:
+    K = fam(θ), ``sv.init``, a solve, one ``ad.solve_pullback`` (CG on Kᴴ = K with the same
+    hierarchy) and ``fam.pullback``; the same stopping test ‖b − Kx‖ ≤ rtol‖b‖ as the PETSc
+    methods, so the iteration counts differ only through the preconditioner."""
     fam, (theta, a, b, _) = st["fam"], st["data"]
     K = fam(theta)
     cache = sv.init(sv.LinearProblem(K, b, posdef=True),
@@ -241,7 +273,8 @@ RUN = {"linops": _run_linops, "hand": _run_hand, "serial": _run_serial}
 
 # ----- measuring on this communicator ------------------------------------------------------------
 def _rss_kb(*fields: str):
-    """VmRSS / VmHWM (kB) of this process, read together from /proc/self/status."""
+    """The named fields of /proc/self/status (VmRSS, VmHWM, ...) in kB, read together; one
+    value for one field, a tuple for several. Linux only."""
     with open("/proc/self/status") as f:
         found = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f)
                  if k in fields}
@@ -251,7 +284,12 @@ def _rss_kb(*fields: str):
 
 def _release_and_reset_peak() -> bool:
     """Free what the previous method left, return free heap to the system and reset this
-    process's peak RSS to its current RSS; False when the reset is not available."""
+    process's peak RSS to its current RSS; False when the reset is not available.
+
+    Python's and PETSc's garbage first (``gc.collect``, ``PETSc.garbage_cleanup``), then
+    glibc's ``malloc_trim(0)`` (freed heap otherwise stays resident and the next method's peak
+    would start above its own), then ``/proc/self/clear_refs`` ← 5, which sets VmHWM to the
+    current RSS; the reset counts as done when the two agree to 1 MB."""
     from petsc4py import PETSc
 
     gc.collect()
@@ -272,7 +310,9 @@ def _release_and_reset_peak() -> bool:
 
 
 def _residual(res: dict, rhs, x, mpi) -> float:
-    """‖rhs − K x‖ / ‖rhs‖ over all ranks (K symmetric: the adjoint residual is the same form)."""
+    """‖rhs − K x‖ / ‖rhs‖ over all ranks (K symmetric: the adjoint residual is the same form),
+    with the run's own K: a scipy matrix (serial) or the PETSc Mat (one MatMult). Collective;
+    computed after the timed region."""
     if "scipy" in res:
         r = rhs - res["scipy"] @ x
     else:
@@ -286,7 +326,29 @@ def _residual(res: dict, rhs, x, mpi) -> float:
 
 
 def measure(method: str, nx: int, cfg: dict, comm) -> dict:
-    """One measurement of ``method`` on the nx×nx problem over ``comm`` (collective)."""
+    """One measurement of ``method`` on the nx×nx problem over ``comm`` (collective: every rank
+    calls it).
+
+    The previous method's objects are freed and each rank's peak RSS is reset first
+    (:func:`_release_and_reset_peak`); the build is timed on its own (``build_s``), then the
+    run between two barriers (``time_s``, the slowest rank's ``cpu_s``). Residuals, value and
+    gradient norms are computed afterwards, outside the timing.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`METHODS`.
+    nx : int
+        Grid side: n = nx·(nx+1) free dofs.
+    cfg : dict
+        ``rtol`` and ``options`` (PETSc options for both PETSc KSPs).
+    comm : petsc4py.PETSc.Comm
+
+    Returns
+    -------
+    dict
+        The row described in the module docstring (the same on every rank).
+    """
     mpi = comm.tompi4py()
     isolated = all(mpi.allgather(_release_and_reset_peak()))
     base = _rss_kb("VmRSS")
@@ -326,7 +388,14 @@ def measure(method: str, nx: int, cfg: dict, comm) -> dict:
 
 
 def _best(rows: list[dict]) -> list[dict]:
-    """One row per (n, ranks, method): the fastest of the repeats (``repeats`` says how many)."""
+    """One row per (n, ranks, method): the fastest of the repeats (``repeats`` says how many),
+    in the order the keys first appear.
+
+    >>> [(r["time_s"], r["repeats"]) for r in _best([
+    ...     {"n": 1, "ranks": 1, "method": "hand", "time_s": 2.0},
+    ...     {"n": 1, "ranks": 1, "method": "hand", "time_s": 1.5}])]
+    [(1.5, 2)]
+    """
     best: dict = {}
     for r in rows:
         key = (r["n"], r["ranks"], r["method"])
@@ -339,7 +408,11 @@ def _best(rows: list[dict]) -> list[dict]:
 
 def run_here(sizes, methods, cfg: dict, repeat: int = 1, progress=None) -> list[dict]:
     """Every method at every size on COMM_WORLD, after a warm-up of each on nx = 8; with
-    ``repeat`` > 1 the methods alternate and the fastest run of each is kept."""
+    ``repeat`` > 1 the methods alternate and the fastest run of each is kept.
+
+    The spelling ``mpirun -n P python -m linops bench petsc``: all methods share these P
+    processes, one after another. Collective; ``progress`` (a callable taking a line) is
+    called on rank 0 only. Returns the rows (:func:`measure`), the same on every rank."""
     from petsc4py import PETSc
 
     comm = PETSc.COMM_WORLD
@@ -358,6 +431,9 @@ def run_here(sizes, methods, cfg: dict, repeat: int = 1, progress=None) -> list[
 
 # ----- the driver: one mpirun launch per measurement ---------------------------------------------
 def _mpirun(ranks: int) -> list[str]:
+    """The launcher command for ``ranks`` processes: mpirun from PATH, with Open MPI's
+    ``--oversubscribe`` (more ranks than cores on a small machine) and, as root,
+    ``--allow-run-as-root``."""
     exe = shutil.which("mpirun")
     ver = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
     extra = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else []) \
@@ -367,7 +443,13 @@ def _mpirun(ranks: int) -> list[str]:
 
 def run_launches(sizes, ranks, methods, cfg: dict, timeout: float, repeat: int = 1,
                  progress=None) -> list[dict]:
-    """One fresh ``mpirun -n P`` per (nx, P, method) and repeat; the fastest of each is kept."""
+    """One fresh ``mpirun -n P`` per (nx, P, method) and repeat; the fastest of each is kept.
+
+    The spelling ``python -m linops bench petsc --ranks 1 2``, run without mpirun: each launch
+    is this command on P ranks with one method, writing its JSON to a temporary folder that is
+    read back; a launch that fails or passes ``timeout`` seconds becomes a row with
+    ``skipped``. The serial method is launched on one rank only. One BLAS/OpenMP thread per
+    rank."""
     rows = []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     jobs = [(nx, p, i, m) for nx in sizes for p in ranks for i in range(repeat) for m in methods
@@ -397,7 +479,15 @@ def run_launches(sizes, ranks, methods, cfg: dict, timeout: float, repeat: int =
 
 # ----- report ------------------------------------------------------------------------------------
 def add_ratios(rows: list[dict]) -> None:
-    """time_ratio and mem_ratio of every row against the hand row at the same n and ranks."""
+    """Add time_ratio and mem_ratio to every measured row, against the hand row at the same n
+    and ranks (the hand row's own ratios are 1); rows without a hand row get none.
+
+    >>> rows = [{"n": 4, "ranks": 1, "method": m, "time_s": t, "peak_mb": 10.0}
+    ...         for m, t in (("hand", 2.0), ("linops", 2.2))]
+    >>> add_ratios(rows)
+    >>> round(rows[1]["time_ratio"], 2), rows[1]["mem_ratio"]
+    (1.1, 1.0)
+    """
     hand = {(r["n"], r["ranks"]): r for r in rows if r["method"] == "hand" and "time_s" in r}
     for r in rows:
         h = hand.get((r["n"], r["ranks"]))
@@ -407,8 +497,11 @@ def add_ratios(rows: list[dict]) -> None:
 
 
 def format_rows(rows: list[dict]) -> str:
-    from .report import markdown_table
+    """The petsc table (Markdown, :data:`COLUMNS`; its legend is ``legends.PETSC``); a row that
+    did not run says why under time s.
 
+    ``peak MB/rank`` lists every rank's peak, and says "(not isolated)" when the peak could not
+    be reset before the method (its peak may then include an earlier method's)."""
     cells = []
     for r in rows:
         if "skipped" in r:
@@ -428,18 +521,12 @@ def format_rows(rows: list[dict]) -> str:
     return markdown_table(cells, COLUMNS)
 
 
-LEGEND = """columns:
-  time s         assembly K(θ) + setup + solve + adjoint solve + θ-gradient + value (not the build)
-  vs hand        time / the hand-written petsc4py script's, same n and ranks (target ≤ 1.10)
-  peak MB/rank   each rank's peak RSS over its RSS before building the problem
-  mem vs hand    max-over-ranks peak / the hand-written script's
-  iters fwd+adj  Krylov iterations of the forward and the adjoint solve
-  ‖b−Ku‖/‖b‖     achieved true relative residuals (stopping test: ‖b − Kx‖ ≤ rtol‖b‖ for all)
-  build s        mesh numbering + family / preallocation structure (once per optimisation)"""
+LEGEND = legend("petsc")  # kept under its old name
 
 
 # ----- the command -------------------------------------------------------------------------------
 def _positive(text: str) -> int:
+    """argparse type: an integer ≥ 1."""
     try:
         v = int(text)
     except ValueError:
@@ -450,6 +537,7 @@ def _positive(text: str) -> int:
 
 
 def _option(text: str) -> tuple[str, str]:
+    """argparse type of ``--option``: 'NAME=VALUE' → (NAME, VALUE), NAME without a dash."""
     name, sep, value = text.partition("=")
     if not sep or not name or name.startswith("-"):
         raise argparse.ArgumentTypeError(f"options are NAME=VALUE without the leading '-' "
@@ -458,6 +546,14 @@ def _option(text: str) -> tuple[str, str]:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m linops bench petsc`` (its ``--help`` ends with the legend).
+
+    Its description is the module docstring's first paragraph; the epilog shows the two
+    spellings (under mpirun, or ``--ranks`` launching mpirun itself) and the legend.
+
+    >>> parser().parse_args(["--nx", "20", "--methods", "Linops", "--ranks", "1", "2"]).ranks
+    [1, 2]
+    """
     ap = argparse.ArgumentParser(
         prog="python -m linops bench petsc", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n")[0].replace("``", ""),
@@ -466,8 +562,9 @@ def parser() -> argparse.ArgumentParser:
                f"measurement, one table\n\n{LEGEND}")
     ap.add_argument("--nx", type=_nx, nargs="+", default=[1000], metavar="NX",
                     help="grid sides (n = nx·(nx+1)); default 1000 (n ≈ 10⁶)")
-    ap.add_argument("--methods", nargs="+", choices=METHODS, metavar="METHOD",
-                    help="linops, hand, serial (default: linops hand, and serial on one rank)")
+    ap.add_argument("--methods", nargs="+", action=Names, names=list(METHODS), metavar="NAME",
+                    help="linops, hand, serial, any case, comma or space separated (default: "
+                         "linops hand, and serial on one rank)")
     ap.add_argument("--ranks", type=_positive, nargs="+", metavar="P",
                     help="launch without mpirun: one `mpirun -n P` per measurement")
     ap.add_argument("--rtol", type=float, default=1e-8,
@@ -486,17 +583,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _launched_by_mpirun() -> bool:
+    """Whether this process was started by mpirun (Open MPI's or a PMI launcher's variables)."""
     return any(v in os.environ for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
 
 
 def _validate(ap, args) -> int:
-    """Everything that can be checked before measuring; returns the ranks of this launch."""
+    """Everything that can be checked before measuring — rtol, timeout, petsc4py and mpi4py
+    installed, ``--ranks`` not under mpirun and mpirun on PATH, the serial method on one rank,
+    ``--out`` writable — each failure a usage error (exit 2) that says what to do; returns the
+    number of ranks of this launch (1 with ``--ranks``)."""
     if not 0 < args.rtol < 1:
         ap.error(f"--rtol must be in (0, 1), got {args.rtol}")
     if args.timeout <= 0:
         ap.error(f"--timeout must be positive, got {args.timeout}")
-    import importlib.util
-
     missing = [m for m in ("petsc4py", "mpi4py") if importlib.util.find_spec(m) is None]
     if missing:
         ap.error(f"{' and '.join(missing)} not installed: apt-get install libpetsc-real-dev "
@@ -524,9 +623,27 @@ def _validate(ap, args) -> int:
 
 def main(argv=None) -> list[dict]:
     """``python -m linops bench petsc``: the table, printed and written to ``--out`` on rank 0.
-    Every rank returns the rows."""
-    from .report import write_section
+    Every rank returns the rows.
 
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``bench petsc`` (default: the process's own); see :func:`parser`.
+
+    Returns
+    -------
+    list of dict
+        One row per (n, ranks, method), the fastest of ``--repeat`` (keys in the module
+        docstring), with ``time_ratio`` / ``mem_ratio`` against the hand row.
+
+    Notes
+    -----
+    Under ``mpirun -n P`` every rank runs this function and the methods share the P processes
+    (:func:`run_here`); with ``--ranks`` (no mpirun) this process only launches one
+    ``mpirun`` per measurement (:func:`run_launches`). Arguments are checked before any
+    measurement (:func:`_validate`); with P > 1, rank 0 checks ``--out`` and every rank exits
+    with status 2 when it is not writable.
+    """
     argv = list(sys.argv[3:] if argv is None else argv)
     ap = parser()
     args = ap.parse_args(argv)
@@ -565,6 +682,8 @@ def main(argv=None) -> list[dict]:
 
 
 def _can_write(out: Path) -> str | None:
+    """None when ``out`` can be created and written, else the message for the usage error
+    (a probe file named after the process, so that ranks sharing a folder do not collide)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".write-test-{os.getpid()}"

@@ -1,5 +1,12 @@
-"""Running one measurement in a fresh subprocess, so that its peak memory (RSS, including C and
-XLA allocations) is its own, and collecting the result as a dict."""
+"""Running one measurement of ``python -m linops bench`` in a fresh subprocess, so that its
+peak memory (RSS, including C and XLA allocations) is its own, and collecting the result as a
+dict.
+
+The parent (``bench``) calls :func:`run_in_child` per (method, size); the child runs
+:func:`run_one` and prints its row as one JSON line prefixed with ``@@``. Sizes a method cannot
+afford are reported, not run: a dense n×n gradient beyond :data:`DENSE_BUDGET` bytes ("needs
+206 GB"), a dense O(n³) solve beyond :data:`DENSE_SOLVE_MAX_N` unknowns.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from .methods import METHODS, problem
+from .methods import METHODS, problem, row_label
 
 DENSE_BUDGET = 4 * 2**30  # bytes a dense n×n method may take before it is reported, not run
 DENSE_SOLVE_MAX_N = 6000  # dense O(n³) solves above this are reported, not run
@@ -30,6 +37,7 @@ def peak_rss() -> int:
 
 
 def _timed(fn):
+    """(seconds, result) of one call of ``fn``."""
     t = time.perf_counter()
     r = fn()
     return time.perf_counter() - t, r
@@ -51,6 +59,28 @@ def run_one(slug: str, nx: int) -> dict:
     and a warm-up on a tiny one (imports excluded; JIT compilation included). Time: the best of
     two runs, one when the first took over ``SLOW_S`` (JAX methods: runs after the one that
     compiled at this shape); ``forward_s`` likewise for the value alone.
+
+    Parameters
+    ----------
+    slug : str
+        A key of ``methods.METHODS``.
+    nx : int
+        Grid side: n = nx·(nx+1) unknowns.
+
+    Returns
+    -------
+    dict
+        method, label (with the engine the cache ran, for linops methods), n, nnz and either
+        time_s, forward_s, ratio, peak_mb and the method's own facts (factorizations,
+        payload_bytes, kind), or ``skipped`` with the reason.
+
+    Examples
+    --------
+    >>> r = run_one("lu", 3)
+    >>> r["label"], r["n"], r["factorizations"], r["payload_bytes"]        # RankOne(−λ, u)
+    ('linops LU (SuperLU)', 12, 1, 192)
+    >>> run_one("dense-gradient", 160)["skipped"]      # n = 25 760: 8 bytes × n² do not fit
+    'needs 5 GB'
     """
     m = METHODS[slug]
     fam, b, theta, a = problem(nx)
@@ -68,12 +98,17 @@ def run_one(slug: str, nx: int) -> dict:
     peak = peak_rss() - base
     t_full, res = _best(full, (t_cold, res), m.jit)
     t_fwd = _best(forward, _timed(forward), m.jit)[0]
-    return {**out, "time_s": t_full, "forward_s": t_fwd, "ratio": t_full / t_fwd,
-            "peak_mb": max(peak, 0) / 2**20, **extra(res)}
+    facts = extra(res)
+    return {**out, "label": row_label(m, facts.get("kind")), "time_s": t_full,
+            "forward_s": t_fwd, "ratio": t_full / t_fwd, "peak_mb": max(peak, 0) / 2**20,
+            **facts}
 
 
 def run_in_child(slug: str, nx: int, timeout: float) -> dict:
-    """``run_one`` in a fresh interpreter; failures come back as a short 'skipped' reason."""
+    """:func:`run_one` in a fresh interpreter (warnings silenced there); a failure comes back
+    as a short 'skipped' reason with the last line of the child's stderr under ``error``, and a
+    child past ``timeout`` seconds as "timed out". Cost: one interpreter start (about a second,
+    imports included) plus the measurement."""
     code = ("import json, warnings; warnings.simplefilter('ignore');"
             "from linops._app.runner import run_one;"
             f"print('@@' + json.dumps(run_one({slug!r}, {nx})))")
@@ -91,7 +126,8 @@ def run_in_child(slug: str, nx: int, timeout: float) -> dict:
 
 
 def progress(i: int, total: int, label: str) -> None:
-    """A one-line progress bar on stderr."""
+    """A one-line progress bar on stderr, redrawn in place (``i`` of ``total`` done, then what
+    runs now); a newline when ``i == total``."""
     w = 30
     done = int(w * i / max(total, 1))
     sys.stderr.write(f"\r[{'#' * done}{'.' * (w - done)}] {i}/{total} {label[:48]:<48}")

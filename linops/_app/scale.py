@@ -38,15 +38,19 @@ import time
 
 import numpy as np
 
+from .legends import legend
+
 RTOL = 1e-8
 
 
 def _rss_now() -> int:
+    """The current resident set size of this process, in bytes (/proc/self/statm)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _peak_rss() -> int:
+    """The peak resident set size of this process so far, in bytes (VmHWM)."""
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -102,6 +106,8 @@ def nbytes(*objs) -> int:
 
 
 def _hierarchy_bytes(ml, skip=()) -> int:
+    """Bytes of an AMG hierarchy's matrices (A, P, R, B, AggOp, BH of every level), leaving out
+    the arrays in ``skip`` (the finest A, counted apart)."""
     parts = []
     for lv in ml.levels:
         for name in ("A", "P", "R", "B", "AggOp", "BH"):
@@ -113,6 +119,9 @@ def _hierarchy_bytes(ml, skip=()) -> int:
 
 # ----- the two implementations (each runs in its own process) ------------------------------------
 def _linops(nx: int, rtol: float) -> dict:
+    """The linops path at nx, timed by part: the family (``poisson_family(nx,
+    fixed="boundary")``), K(θ), ``sv.CG(precond=sv.AMG())`` setup, the solve, the adjoint solve
+    (``ad.solve_pullback``), ``fam.pullback``; and the bytes of every structure it keeps."""
     import adjoints as ad
     import linops as lo
     import solvers as sv
@@ -157,6 +166,9 @@ def _linops(nx: int, rtol: float) -> dict:
 
 
 def _hand(nx: int, rtol: float) -> dict:
+    """The hand-written numpy + scipy + pyamg script of the same problem, timed by the same
+    parts: connectivity and COO indices, scipy's COO → CSR assembly, pyamg's smoothed aggregation
+    with its defaults, two scipy CG solves, the element-wise gradient −λₑᵀKₑuₑ."""
     import pyamg
     import scipy.sparse as sp
     import scipy.sparse.linalg as spl
@@ -231,6 +243,7 @@ BUILDS = ("plain", "from_elements", "from_coo")
 
 
 def _boundary_nodes(nx: int) -> np.ndarray:
+    """The nodes on the boundary of the (nx + 1)² grid (the fixed dofs of the scale problem)."""
     ix = np.arange((nx + 1) ** 2).reshape(nx + 1, nx + 1)
     return np.concatenate([ix[0], ix[-1], ix[1:-1, 0], ix[1:-1, -1]])
 
@@ -299,10 +312,12 @@ def run_build(impl: str, nx: int) -> dict:
             "peak_mb": (_peak_rss() - base) / 2**20}
 
 
-def _build_child(impl: str, nx: int, timeout: float, blas_threads: int | None) -> dict:
-    code = ("import json; from linops._app.scale import run_build; "
-            f"print('@@' + json.dumps(run_build({impl!r}, {nx})))")
-    row = {"impl": impl, "nx": nx, "n": (nx - 1) ** 2}
+def _in_child(call: str, row: dict, timeout: float, blas_threads: int | None) -> dict:
+    """Run ``call`` (an expression of this module returning a JSON-able dict) in a fresh Python
+    process, so that its peak RSS is its own; its result, or ``row`` with ``skipped`` saying
+    what went wrong (a time-out, the last line of the child's error). ``blas_threads`` sets
+    the BLAS/OpenMP thread variables of the child (None: the environment's)."""
+    code = f"import json; from linops._app import scale; print('@@' + json.dumps(scale.{call}))"
     env = dict(os.environ)
     if blas_threads:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -317,6 +332,12 @@ def _build_child(impl: str, nx: int, timeout: float, blas_threads: int | None) -
             return json.loads(line[2:])
     err = (p.stderr.strip().splitlines() or ["no output"])[-1]
     return {**row, "skipped": f"failed (rc {p.returncode}): {err[:160]}"}
+
+
+def _build_child(impl: str, nx: int, timeout: float, blas_threads: int | None) -> dict:
+    """:func:`run_build` of ``impl`` at ``nx`` in a fresh process."""
+    return _in_child(f"run_build({impl!r}, {nx})", {"impl": impl, "nx": nx, "n": (nx - 1) ** 2},
+                     timeout, blas_threads)
 
 
 def run_builds(sizes, repeats: int = 2, timeout: float = 1200.0, progress=None,
@@ -347,6 +368,7 @@ def run_builds(sizes, repeats: int = 2, timeout: float = 1200.0, progress=None,
 
 
 def format_builds(rows: list[dict]) -> str:
+    """The family-build table (Markdown) from :func:`run_builds`' rows, with its note."""
     from .report import markdown_table as table
 
     out = []
@@ -371,6 +393,9 @@ def format_builds(rows: list[dict]) -> str:
 
 
 def run_one(impl: str, nx: int, rtol: float = RTOL) -> dict:
+    """One measurement in this (child) process: a warm-up at a tiny size (first-call costs
+    excluded), then ``impl`` ('linops' or 'hand') at ``nx``: times by part, peak RSS over the
+    state after the warm-up, the kept bytes per structure."""
     import warnings
 
     warnings.simplefilter("ignore")
@@ -395,23 +420,11 @@ def run_one(impl: str, nx: int, rtol: float = RTOL) -> dict:
 
 
 def _child(impl: str, nx: int, rtol: float, timeout: float, blas_threads: int | None) -> dict:
-    code = ("import json; from linops._app.scale import run_one; "
-            f"print('@@' + json.dumps(run_one({impl!r}, {nx}, {rtol})))")
+    """:func:`run_one` of ``impl`` at ``nx`` in a fresh process (its BLAS thread count kept in
+    the row)."""
     row = {"method": f"{impl} CG+AMG", "impl": impl, "nx": nx, "n": (nx - 1) ** 2}
-    try:
-        env = dict(os.environ)
-        if blas_threads:
-            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-                env[var] = str(blas_threads)
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {**row, "skipped": f"timed out after {timeout:.0f} s"}
-    for line in p.stdout.splitlines():
-        if line.startswith("@@"):
-            return {**json.loads(line[2:]), "blas_threads": blas_threads}
-    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {**row, "skipped": f"failed (rc {p.returncode}): {err[:160]}"}
+    out = _in_child(f"run_one({impl!r}, {nx}, {rtol})", row, timeout, blas_threads)
+    return out if "skipped" in out else {**out, "blas_threads": blas_threads}
 
 
 def run(sizes=(1001, 2001, 3164), rtol: float = RTOL, timeout: float = 1200.0,
@@ -438,6 +451,8 @@ def run(sizes=(1001, 2001, 3164), rtol: float = RTOL, timeout: float = 1200.0,
 
 
 def format_rows(rows: list[dict]) -> str:
+    """The value + gradient table (Markdown) from :func:`run`'s rows, with the kept-bytes
+    breakdown below it."""
     from .report import markdown_table as table
 
     out = []
@@ -474,7 +489,9 @@ def main(argv=None, out=None) -> list[dict]:
     from .report import publish
 
     ap = argparse.ArgumentParser(prog="python -m linops bench scale",
-                                 description=__doc__.split("\n")[0])
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description=__doc__.split("\n\n")[0].replace("``", ""),
+                                 epilog=legend("scale"))
     ap.add_argument("--sizes", type=_positive, nargs="+", default=[1001, 2001, 3164],
                     metavar="NX", help="grid sides (n = (nx − 1)² unknowns); default 1001 2001 "
                     "3164 (10⁶, 4·10⁶, 10⁷)")
@@ -482,9 +499,12 @@ def main(argv=None, out=None) -> list[dict]:
                     help="only the family-build table, or only the value + gradient table")
     ap.add_argument("--build-repeats", type=_positive, default=2, metavar="R",
                     help="fresh processes per family build (the best is kept); default 2")
-    ap.add_argument("--rtol", type=float, default=RTOL)
-    ap.add_argument("--blas-threads", type=int, default=1, help="0: leave the environment")
-    ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
+    ap.add_argument("--rtol", type=float, default=RTOL,
+                    help=f"CG stops at ‖b − Kx‖ ≤ rtol‖b‖ (default {RTOL:g})")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS/OpenMP threads per child (default 1; 0: leave the environment)")
+    ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR",
+                    help="folder for scale.md and scale.json (default bench-out/)")
     args = ap.parse_args(argv)
     def progress(s):
         print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr, flush=True)
