@@ -1,5 +1,6 @@
 """adjoints.jax against jax.experimental.sparse and against the numpy path.
 
+from .child import in_child, positive, rss_now
     python -m linops bench jax                 # n = 160 400 and 640 800 (nx = 400, 800)
     python -m linops bench jax --sizes 100     # quick
     (also: python benchmarks/jax_bench.py ...)
@@ -39,12 +40,10 @@ Time: the best of three warm calls (one when a call takes over 30 s).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import time
 
+from .child import in_child, positive, rss_now
 from .report import markdown_table as table
 
 METHODS = ["numpy path", "adj jit value_and_grad", "spsolve + grad", "fam numpy", "fam jit",
@@ -56,10 +55,6 @@ STEPS = 50
 
 
 # ----- one measurement (child process) -----------------------------------------------------------
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
 
 def _hwm() -> int:
     with open("/proc/self/status") as f:
@@ -455,7 +450,7 @@ def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
         fam, b, theta, a = _problem(nx)
         run, extra = _BUILD[method](fam, b, theta, a)
     out = {"method": method, "n": fam.shape[0], "nnz": fam.pattern.nnz}
-    base = _rss()
+    base = rss_now()
     _reset_peak()
     t = time.perf_counter()
     res = run()
@@ -464,7 +459,7 @@ def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
     out["peak_first_mb"] = max(_hwm() - base, 0) / 2**20
     times = []
     for _ in range(3):
-        base = _rss()
+        base = rss_now()
         _reset_peak()
         t = time.perf_counter()
         res = run()
@@ -484,22 +479,9 @@ def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
 def _child(method: str, nx: int, timeout: float, steps: int = STEPS) -> dict:
     """``run_one`` in a fresh subprocess (its peak RSS is its own), with a time limit; the row,
     or ``skipped`` with what went wrong."""
-    code = ("import json, warnings; warnings.simplefilter('ignore');"
-            "from linops._app.jax import run_one;"
-            f"print('@@' + json.dumps(run_one({method!r}, {nx}, {steps})))")
     # one BLAS/OpenMP thread: CPU time is then steadier than wall time on a shared machine
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1"}
-    try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"method": method, "skipped": f"timed out after {timeout:.0f} s"}
-    for line in p.stdout.splitlines():
-        if line.startswith("@@"):
-            return json.loads(line[2:])
-    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"method": method, "skipped": f"failed: {err[:160]}"}
+    return in_child("jax", f"run_one({method!r}, {nx}, {steps})", {"method": method}, timeout,
+                    threads=1)
 
 
 def _rows(results: list[dict]) -> list[dict]:
@@ -536,20 +518,19 @@ def main(argv=None, out=None) -> list[dict]:
     """``python -m linops bench jax``: the table, printed and written to ``--out``."""
     from pathlib import Path
 
-    from .loop import _positive
     from .report import publish
 
     ap = argparse.ArgumentParser(prog="python -m linops bench jax",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=_positive, nargs="+", default=[400, 800], metavar="NX",
+    ap.add_argument("--sizes", type=positive, nargs="+", default=[400, 800], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
     ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2), default=None)
     ap.add_argument("--section", choices=["solve", "loops"], default="solve",
                     help="solve: f = aᵀK(θ)⁻¹b (default); loops: issue 20's time loops, "
                          "batches and JAX peers")
-    ap.add_argument("--steps", type=_positive, default=STEPS, help="implicit steps (loops)")
-    ap.add_argument("--heat-sizes", type=_positive, nargs="+", default=[29, 400], metavar="NX",
+    ap.add_argument("--steps", type=positive, default=STEPS, help="implicit steps (loops)")
+    ap.add_argument("--heat-sizes", type=positive, nargs="+", default=[29, 400], metavar="NX",
                     help="loops: heat grids (n = nx²); default 29 400 (n = 841, 160 000)")
     ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args(argv)

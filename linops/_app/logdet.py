@@ -26,9 +26,7 @@ Rows and the targets they print:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,15 +37,11 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 
+from .child import in_child, rss_now
 from .legends import legend
 from .names import Names
 from .report import markdown_table, publish
 
-
-def _rss() -> int:
-    """Resident set size of this process, in bytes (Linux /proc)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _reset_peak() -> bool:
@@ -113,13 +107,13 @@ def measure_value_grad(engine: str, nx: int) -> dict:
     _warm(engine)
     fam, _ = lo.testing.poisson_family(nx)
     K = fam(_theta(fam))
-    base = _rss()
+    base = rss_now()
     _reset_peak()
     t = time.perf_counter()
     cache = sv.init(sv.LinearProblem(K, posdef=True), _alg(engine))
     t_fact = time.perf_counter() - t
     fact_peak = _peak() - base
-    held = _rss() - base
+    held = rss_now() - base
     _reset_peak()
     t = time.perf_counter()
     sign, logabsdet = cache.logdet()
@@ -311,19 +305,7 @@ def _child(call: str, timeout: float) -> dict:
 
     ``call`` is Python source, such as ``"measure_eigsh(316)"``; the child prints the result
     as one JSON line prefixed with ``@@``, the last line of its stderr is kept on failure."""
-    code = ("import json, warnings; warnings.simplefilter('ignore');"
-            "from linops._app import logdet as m;"
-            f"print('@@' + json.dumps(m.{call}))")
-    try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"row": call, "skipped": f"timed out ({timeout:.0f} s)"}
-    for line in p.stdout.splitlines():
-        if line.startswith("@@"):
-            return json.loads(line[2:])
-    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"row": call, "skipped": f"failed: {err[:120]}"}
+    return in_child("logdet", call, {"row": call}, timeout, keep=120)
 
 
 def format_rows(rows: list[dict]) -> str:

@@ -32,9 +32,7 @@ target_ratio, load_avg, threads). On a shared machine the CPU-time ratio is the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from functools import lru_cache
@@ -51,7 +49,7 @@ from .legends import legend
 from .methods import slug_of
 from .names import Names
 from .report import markdown_table, publish
-from .runner import peak_rss, rss_now
+from .child import in_child, peak_rss, positive, rss_now
 
 SOLVERS = ("CHOLMOD", "SuperLU", "PARDISO", "CG+AMG", "Auto")
 VARIANTS = ("fresh (hand)", "symbolic reuse (hand)", "linops update")
@@ -345,24 +343,10 @@ def _child(solver: str, variant: str, nx: int, steps: int, timeout: float,
     with ``@@`` on the child's stdout. Cost: one interpreter start with the imports (about a
     second) on top of the loop.
     """
-    code = ("import json; from linops._app.loop import run_one; "
-            f"print('@@' + json.dumps(run_one({solver!r}, {variant!r}, {nx}, {steps})))")
     row = {"method": f"{solver}: {variant}", "solver": solver, "variant": variant,
            "n": nx * (nx + 1), "steps": steps}
-    env = dict(os.environ)
-    if threads:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(threads)
-    try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {**row, "skipped": f"timed out after {timeout:.0f} s"}
-    for line in p.stdout.splitlines():
-        if line.startswith("@@"):
-            return json.loads(line[2:])
-    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {**row, "skipped": f"failed: {err[:160]}"}
+    return in_child("loop", f"run_one({solver!r}, {variant!r}, {nx}, {steps})", row, timeout,
+                    threads=threads)
 
 
 def _variants(solver: str) -> tuple:
@@ -449,16 +433,6 @@ def format_rows(rows: list[dict]) -> str:
     return markdown_table(out, COLUMNS)
 
 
-def _positive(text: str) -> int:
-    """argparse type: an integer ≥ 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
-
 
 def parser() -> argparse.ArgumentParser:
     """The parser of ``python -m linops bench loop`` (its ``--help`` ends with the legend).
@@ -473,11 +447,11 @@ def parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  description=__doc__.split("\n\n")[0].replace("``", ""),
                                  epilog=legend("loop"))
-    ap.add_argument("--sizes", type=_positive, nargs="+", default=[400], metavar="NX",
+    ap.add_argument("--sizes", type=positive, nargs="+", default=[400], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400")
-    ap.add_argument("--steps", type=_positive, default=10, metavar="S",
+    ap.add_argument("--steps", type=positive, default=10, metavar="S",
                     help="value + θ-gradient evaluations per loop (default 10)")
-    ap.add_argument("--repeat", type=_positive, default=2, metavar="R",
+    ap.add_argument("--repeat", type=positive, default=2, metavar="R",
                     help="interleaved runs of every loop; the fastest is kept (default 2)")
     ap.add_argument("--methods", "--solvers", dest="solvers", nargs="+", action=Names,
                     names=solver_names(), what="solver", default=list(SOLVERS), metavar="NAME",

@@ -65,6 +65,7 @@ import linops as lo
 import solvers as sv
 
 from .bench import MAX_NX, _nx
+from .child import positive
 from .legends import legend
 from .names import Names
 from .report import markdown_table, write_section
@@ -525,16 +526,6 @@ LEGEND = legend("petsc")  # kept under its old name
 
 
 # ----- the command -------------------------------------------------------------------------------
-def _positive(text: str) -> int:
-    """argparse type: an integer ≥ 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
-
 
 def _option(text: str) -> tuple[str, str]:
     """argparse type of ``--option``: 'NAME=VALUE' → (NAME, VALUE), NAME without a dash."""
@@ -565,7 +556,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--methods", nargs="+", action=Names, names=list(METHODS), metavar="NAME",
                     help="linops, hand, serial, any case, comma or space separated (default: "
                          "linops hand, and serial on one rank)")
-    ap.add_argument("--ranks", type=_positive, nargs="+", metavar="P",
+    ap.add_argument("--ranks", type=positive, nargs="+", metavar="P",
                     help="launch without mpirun: one `mpirun -n P` per measurement")
     ap.add_argument("--rtol", type=float, default=1e-8,
                     help="relative residual ‖b − Kx‖ ≤ rtol‖b‖ for every method (default 1e-8)")
@@ -574,7 +565,7 @@ def parser() -> argparse.ArgumentParser:
                          "pc_gamg_square_graph=0")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
                     help="folder for petsc.md and petsc.json (default bench-out/)")
-    ap.add_argument("--repeat", type=_positive, default=1, metavar="R",
+    ap.add_argument("--repeat", type=positive, default=1, metavar="R",
                     help="runs of each measurement, alternating methods; the fastest is kept "
                          "(default 1)")
     ap.add_argument("--timeout", type=float, default=1800.0, metavar="S",

@@ -10,30 +10,15 @@ afford are reported, not run: a dense n×n gradient beyond :data:`DENSE_BUDGET` 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import time
 
+from .child import in_child, peak_rss, rss_now
 from .methods import METHODS, problem, row_label
 
 DENSE_BUDGET = 4 * 2**30  # bytes a dense n×n method may take before it is reported, not run
 DENSE_SOLVE_MAX_N = 6000  # dense O(n³) solves above this are reported, not run
 SLOW_S = 1.0              # a run slower than this is not repeated (keeps the default run short)
-
-
-def rss_now() -> int:
-    """Resident set size of this process, in bytes."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_rss() -> int:
-    """Peak resident set size of this process so far, in bytes."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _timed(fn):
@@ -105,24 +90,14 @@ def run_one(slug: str, nx: int) -> dict:
 
 
 def run_in_child(slug: str, nx: int, timeout: float) -> dict:
-    """:func:`run_one` in a fresh interpreter (warnings silenced there); a failure comes back
-    as a short 'skipped' reason with the last line of the child's stderr under ``error``, and a
-    child past ``timeout`` seconds as "timed out". Cost: one interpreter start (about a second,
-    imports included) plus the measurement."""
-    code = ("import json, warnings; warnings.simplefilter('ignore');"
-            "from linops._app.runner import run_one;"
-            f"print('@@' + json.dumps(run_one({slug!r}, {nx})))")
+    """:func:`run_one` in a fresh interpreter (:func:`~linops._app.child.in_child`); a failure
+    comes back as a short 'skipped' reason, the last line of the child's stderr under
+    ``error``."""
     base = {"method": slug, "label": METHODS[slug].label, "n": nx * (nx + 1)}
-    try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**base, "skipped": f"timed out ({timeout:.0f} s)"}
-    for line in p.stdout.splitlines():
-        if line.startswith("@@"):
-            return json.loads(line[2:])
-    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {**base, "skipped": f"failed: {err.split(':')[0][:40]}", "error": err}
+    r = in_child("runner", f"run_one({slug!r}, {nx})", base, timeout)
+    if "error" in r:
+        r["skipped"] = f"failed: {r['error'].split(':')[0][:40]}"
+    return r
 
 
 def progress(i: int, total: int, label: str) -> None:

@@ -30,30 +30,18 @@ at n = 10⁷ ≤ 60 s and ≤ 12 GB.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 
+from .child import in_child, peak_rss, positive, rss_now
 from .legends import legend
 
 RTOL = 1e-8
 
 
-def _rss_now() -> int:
-    """The current resident set size of this process, in bytes (/proc/self/statm)."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak_rss() -> int:
-    """The peak resident set size of this process so far, in bytes (VmHWM)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def nbytes(*objs) -> int:
@@ -302,36 +290,19 @@ def run_build(impl: str, nx: int) -> dict:
     fn = {"plain": build_plain, "from_elements": build_from_elements,
           "from_coo": build_from_coo}[impl]
     fn(8)
-    base = _rss_now()
+    base = rss_now()
     c0, t0 = os.times(), time.perf_counter()
     out = fn(nx)
     wall, c1 = time.perf_counter() - t0, os.times()
     nnz = out.nnz if hasattr(out, "nnz") else out.pattern.nnz
     return {"impl": impl, "nx": nx, "n": int(out.shape[0]), "nnz": int(nnz), "wall_s": wall,
             "cpu_s": (c1.user - c0.user) + (c1.system - c0.system), "sys_s": c1.system - c0.system,
-            "peak_mb": (_peak_rss() - base) / 2**20}
+            "peak_mb": (peak_rss() - base) / 2**20}
 
 
 def _in_child(call: str, row: dict, timeout: float, blas_threads: int | None) -> dict:
-    """Run ``call`` (an expression of this module returning a JSON-able dict) in a fresh Python
-    process, so that its peak RSS is its own; its result, or ``row`` with ``skipped`` saying
-    what went wrong (a time-out, the last line of the child's error). ``blas_threads`` sets
-    the BLAS/OpenMP thread variables of the child (None: the environment's)."""
-    code = f"import json; from linops._app import scale; print('@@' + json.dumps(scale.{call}))"
-    env = dict(os.environ)
-    if blas_threads:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[var] = str(blas_threads)
-    try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {**row, "skipped": f"timed out after {timeout:.0f} s"}
-    for line in p.stdout.splitlines():
-        if line.startswith("@@"):
-            return json.loads(line[2:])
-    err = (p.stderr.strip().splitlines() or ["no output"])[-1]
-    return {**row, "skipped": f"failed (rc {p.returncode}): {err[:160]}"}
+    """``call`` (an expression of this module) in a fresh process: its peak RSS its own."""
+    return in_child("scale", call, row, timeout, threads=blas_threads)
 
 
 def _build_child(impl: str, nx: int, timeout: float, blas_threads: int | None) -> dict:
@@ -406,9 +377,9 @@ def run_one(impl: str, nx: int, rtol: float = RTOL) -> dict:
     import solvers  # noqa: F401
 
     (_linops if impl == "linops" else _hand)(8, rtol)  # warm-up: first-call costs excluded
-    base = _rss_now()
+    base = rss_now()
     out = (_linops if impl == "linops" else _hand)(nx, rtol)
-    peak = _peak_rss() - base
+    peak = peak_rss() - base
     n = out["n"]
     kept = sum(out["bytes"].values())
     return {"method": f"{impl} CG+AMG", "impl": impl, "n": n, "nnz": out["nnz"], "nx": nx,
@@ -485,19 +456,18 @@ def main(argv=None, out=None) -> list[dict]:
     """``python -m linops bench scale``: the scale rows, printed and written to ``--out``."""
     from pathlib import Path
 
-    from .loop import _positive
     from .report import publish
 
     ap = argparse.ArgumentParser(prog="python -m linops bench scale",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  description=__doc__.split("\n\n")[0].replace("``", ""),
                                  epilog=legend("scale"))
-    ap.add_argument("--sizes", type=_positive, nargs="+", default=[1001, 2001, 3164],
+    ap.add_argument("--sizes", type=positive, nargs="+", default=[1001, 2001, 3164],
                     metavar="NX", help="grid sides (n = (nx − 1)² unknowns); default 1001 2001 "
                     "3164 (10⁶, 4·10⁶, 10⁷)")
     ap.add_argument("--only", choices=("build", "solve"), default=None,
                     help="only the family-build table, or only the value + gradient table")
-    ap.add_argument("--build-repeats", type=_positive, default=2, metavar="R",
+    ap.add_argument("--build-repeats", type=positive, default=2, metavar="R",
                     help="fresh processes per family build (the best is kept); default 2")
     ap.add_argument("--rtol", type=float, default=RTOL,
                     help=f"CG stops at ‖b − Kx‖ ≤ rtol‖b‖ (default {RTOL:g})")
