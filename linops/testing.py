@@ -7,7 +7,8 @@ every adjoint solve and gradient built on it. ``check_against_dense`` then compa
 query with the dense computation. The zoo gives one small instance of every operator kind, in
 any backend and dtype, for property tests; ``poisson_family`` a finite-element family with its
 load, for examples and benchmarks; ``check_family`` compares a family with an assembly of your
-own finite-element code (and tells you when the element blocks went in transposed).
+own finite-element code (and tells you when the element blocks went in transposed);
+``tight_binding`` a lattice Hamiltonian family for eigenvalue and log-det examples.
 
 Examples
 --------
@@ -38,7 +39,8 @@ from ._pytree import array_leaves
 from ._sparse import Sparse
 
 __all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array",
-           "poisson_family", "grid_dofs", "q4_laplace_stiffness", "check_family"]
+           "poisson_family", "grid_dofs", "q4_laplace_stiffness", "check_family",
+           "tight_binding"]
 
 
 def tolerance(dtype) -> float:
@@ -416,6 +418,36 @@ def poisson_family(nx: int, ny: int | None = None, *, fixed: str = "left"):
     fam = AffineSparse.from_elements(q4_laplace_stiffness(), grid_dofs(nx, ny),
                                      (nx + 1) * (ny + 1), fixed=nodes)
     return fam, np.full(fam.shape[0], 1.0 / (nx * ny))
+
+
+def tight_binding(L: int, complex_hop: bool = False, *, seed: int = 0):
+    """Tight-binding Hamiltonian family H(ε) = Σᵢ εᵢ eᵢeᵢᵀ + T on an L×L square lattice.
+
+    T is the nearest-neighbour hopping (−1 per bond, times a random Peierls phase e^{iφ} when
+    ``complex_hop``), Hermitian; the on-site energies ε are the family's parameters (one per
+    site). Returns (fam, eps) with eps uniform in [−1, 1): ``fam(eps)`` is a disordered
+    Hamiltonian (Anderson model), real symmetric or complex Hermitian, 5 entries per row.
+
+    Examples
+    --------
+    >>> fam, eps = tight_binding(3, True)
+    >>> H = fam(eps).to_scipy()
+    >>> H.shape, H.dtype, bool(abs(H - H.conj().T).max() == 0)
+    ((9, 9), dtype('complex128'), True)
+    """
+    import scipy.sparse as sp
+
+    n = L * L
+    idx = np.arange(n).reshape(L, L)
+    i = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    j = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    t = -np.ones(i.size, dtype=complex if complex_hop else float)
+    if complex_hop:
+        t = t * np.exp(1j * np.random.default_rng(seed).uniform(0, 1, i.size))
+    T = sp.csr_array((t, (i, j)), shape=(n, n))
+    hop = (T + T.conj().T).tocsr()
+    fam = AffineSparse.from_elements(np.ones((n, 1, 1)), np.arange(n)[:, None], n, offset=hop)
+    return fam, np.random.default_rng(seed + 1).uniform(-1, 1, n)
 
 
 def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:

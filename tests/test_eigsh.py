@@ -16,31 +16,13 @@ import linops as lo
 import solvers as sv
 
 
-def tight_binding(L: int, complex_hop: bool = False, seed: int = 0):
-    """H(ε) = Σᵢ εᵢ eᵢeᵢᵀ + hopping on an L×L square lattice (Peierls phase when complex)."""
-    n = L * L
-    idx = np.arange(n).reshape(L, L)
-    i = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
-    j = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
-    t = -np.ones(i.size, dtype=complex if complex_hop else float)
-    if complex_hop:
-        t = t * np.exp(1j * np.random.default_rng(seed).uniform(0, 1, i.size))
-    T = sp.csr_array((t, (i, j)), shape=(n, n))
-    hop = (T + T.conj().T).tocsr()
-    Ke = np.ones((1, 1, 1))
-    fam = lo.AffineSparse.from_elements(np.broadcast_to(Ke, (n, 1, 1)),
-                                        np.arange(n)[:, None], n, offset=hop)
-    eps = np.random.default_rng(seed + 1).uniform(-1, 1, n)
-    return fam, eps
-
-
 def _dense(fam, theta):
     return fam(theta).to_scipy().toarray()
 
 
 @pytest.mark.parametrize("complex_hop", [False, True])
 def test_eigenvalues_and_gradient_exact(complex_hop):
-    fam, eps = tight_binding(7, complex_hop)
+    fam, eps = lo.testing.tight_binding(7, complex_hop)
     H = fam(eps)
     e = sv.eigsh(H, 3, sigma=-5.0)
     ref = np.linalg.eigvalsh(_dense(fam, eps))[:3]
@@ -63,7 +45,7 @@ def test_eigenvalues_and_gradient_exact(complex_hop):
 @pytest.mark.parametrize("complex_hop", [False, True])
 def test_eigenvector_cotangent_against_finite_differences(complex_hop):
     """f = Σⱼ gⱼ |v₁ⱼ|² + λ₀ (phase invariant): V̄ = 2 g v₁; Ā through the projected solve."""
-    fam, eps = tight_binding(6, complex_hop, seed=3)
+    fam, eps = lo.testing.tight_binding(6, complex_hop, seed=3)
     n = fam.shape[0]
     gw = np.random.default_rng(5).uniform(0, 1, n)
 
@@ -86,7 +68,7 @@ def test_eigenvector_cotangent_against_finite_differences(complex_hop):
 
 
 def test_eigsh_errors_are_named():
-    fam, eps = tight_binding(4)
+    fam, eps = lo.testing.tight_binding(4)
     H = fam(eps)
     n = H.shape[0]
     with pytest.raises(lo.ShapeError, match="k=16"):
@@ -98,7 +80,7 @@ def test_eigsh_errors_are_named():
         sv.eigsh(A, 1, sigma=0.0)
     with pytest.raises(sv.NotHermitianError):
         sv.eigsh(lo.MatrixFree((n, n), np.float64, lambda X: A @ X, lambda X: A.T @ X), 1)
-    big, e2 = tight_binding(20)
+    big, e2 = lo.testing.tight_binding(20)
     with pytest.raises(sv.ConvergenceError):
         sv.eigsh(big(e2), 4, which="SA", maxiter=2, ncv=9)
     with pytest.raises(sv.BackendNotSupported, match="sigma=None"):
@@ -110,7 +92,7 @@ def test_eigsh_errors_are_named():
 
 
 def test_eigsh_reuses_a_given_cache():
-    fam, eps = tight_binding(6)
+    fam, eps = lo.testing.tight_binding(6)
     H = fam(eps)
     S = H.to_scipy() + 5.0 * sp.eye_array(H.shape[0])
     cache = sv.init(sv.LinearProblem(S, posdef=True), sv.LU())

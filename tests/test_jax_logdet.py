@@ -123,17 +123,8 @@ def test_inv_sample_matches_dense(kind):
 
 
 def _tight_binding(L, complex_hop, seed=0):
-    n = L * L
-    idx = np.arange(n).reshape(L, L)
-    i = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
-    j = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
-    t = -np.ones(i.size, dtype=complex if complex_hop else float)
-    if complex_hop:
-        t = t * np.exp(1j * np.random.default_rng(seed).uniform(0, 1, i.size))
-    T = sp.csr_array((t, (i, j)), shape=(n, n))
-    H = (T + T.conj().T + sp.diags(np.random.default_rng(seed + 1).uniform(-1, 1, n))).tocsr()
-    H.sort_indices()
-    return lo.Sparse.from_scipy(H)
+    fam, eps = lo.testing.tight_binding(L, complex_hop, seed=seed)
+    return fam(eps)
 
 
 @pytest.mark.parametrize("complex_hop", [False, True])
