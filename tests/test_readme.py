@@ -1,5 +1,5 @@
 """The README is the truth: its quickstart runs as written (and says what happens without x64),
-its test command is .ci/run's, its column legends are the ones the code prints, and its
+its test command is .ci/run's, its other examples print what their comments say, its column legends are the ones the code prints, and its
 contributing paths — a solver engine, an operator type, three files each — work as written."""
 
 from __future__ import annotations
@@ -59,6 +59,21 @@ def test_ci_runs_the_readme_test_command():
 @pytest.mark.parametrize("section", sorted(LEGENDS))
 def test_readme_legends_are_the_printed_ones(section):
     assert f"```text\n{LEGENDS[section]}\n```" in README
+
+
+def _examples() -> list[str]:
+    """The python blocks before Contributing other than the quickstart."""
+    return re.findall(r"```python\n(.*?)```", README.split("## Contributing", 1)[0], re.S)[1:]
+
+
+def test_every_example_runs_and_prints_what_its_comments_say(capsys):
+    blocks = _examples()
+    assert len(blocks) >= 2
+    for block in blocks:
+        exec(compile(block, "README.md example", "exec"), {})
+    out = capsys.readouterr().out
+    assert "[-0.5        -0.04166667  0.04166667  0.5       ]" in out   # the FEM block's dJ/dθ
+    assert "LogDet(sign=1.0, logabsdet=2953.24" in out and "\n1 0\n" in out
 
 
 # ----- the contributing paths, applied to a copy of the repository -------------------------------
