@@ -1,6 +1,7 @@
 """The README is the truth: its quickstart runs as written (and says what happens without x64),
-its test command is .ci/run's, its other examples print what their comments say, its column legends are the ones the code prints, and its
-contributing paths — a solver engine, an operator type, three files each — work as written."""
+its other examples print what their comments say, its test command is .ci/run's, its column
+legends are the ones the code prints, and its contributing paths — a solver engine, an operator
+type, three files each — work as written."""
 
 from __future__ import annotations
 
