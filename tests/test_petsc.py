@@ -273,3 +273,35 @@ def test_info_lines_name_the_verified_solvers(petsc_available):
     text = "\n".join(lines)
     assert "preonly+lu(mumps)" in text and "verified" in text
     assert "superlu_dist" in text and "wrong" in text and "hypre" in text
+
+
+# ----- log det from MUMPS, and options that are read at PCSetUp -----------------------------------
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_logdet_from_mumps_in_every_state(petsc_available, ranks):
+    """cache.logdet() on MUMPS LU and Cholesky equals numpy's slogdet of the serial matrix: fresh,
+    after update, after a failed update (a fresh KSP restores the old values), nonsymmetric,
+    and indefinite with det < 0 (the sign); no factorization beyond the cache's own."""
+    res = run("logdet_check.py", ranks)
+    cases = {r["case"]: r for r in res if r["check"] == "logdet"}
+    assert len(cases) == 8, sorted(cases)
+    for case, r in cases.items():
+        assert r["sign"] == r["ref_sign"], case
+        assert abs(r["logabsdet"] - r["ref"]) <= 1e-12 * abs(r["ref"]), (case, r)
+        assert r["factorizations"] == 1, case
+    assert cases["lu indefinite"]["sign"] == -1.0
+    failed = {r["case"]: r["error"] for r in res if r["check"] == "failed_update"}
+    assert failed == {"lu": "SingularMatrixError", "cholesky": "SingularMatrixError"}
+    refused = {r["case"]: r for r in res if r["check"] == "refused"}
+    assert refused["iterative"]["error"] == "BackendNotSupported"
+    assert "sv.logdet_estimate" in refused["iterative"]["message"]
+    assert refused["icntl_33 off"]["error"] == "BackendNotSupported"
+    assert "mat_mumps_icntl_33=0" in refused["icntl_33 off"]["message"]
+
+
+def test_options_read_at_setup_reach_the_factor_and_the_levels(petsc_available):
+    """options={...} that PETSc reads at PCSetUp, not at KSPSetFromOptions — MUMPS's ICNTL
+    values, the multigrid levels' smoothers — take effect (they were deleted from the options
+    database before the setup and silently ignored)."""
+    (r,) = [r for r in run("logdet_check.py", 1) if r["check"] == "options"]
+    assert r["icntl14"] == 77
+    assert r["level_max_it"] and all(k == 3 for k in r["level_max_it"])
