@@ -217,6 +217,7 @@ def test_state_cell(engine, state, dtype):
         with pytest.raises(sv.NonFiniteInputError):
             cache.solve(nan)
     _check_operations(cache, D, b, dtype)
+    _check_factor_queries(engine, direct, cache, D, dtype)
 
 
 def _check_operations(cache, D, b, dtype):
@@ -248,6 +249,40 @@ def _check_operations(cache, D, b, dtype):
                -(lam[P.rows] * uref[P.indices].conj()), dtype)
 
 
+# what the factors answer besides solves (issue 18): log det, and A⁻¹'s entries by selected
+# inversion. log det elsewhere is refused with BackendNotSupported (Krylov caches hold no
+# factors, PARDISO's unsymmetric type hides its scaling); entries of A⁻¹ elsewhere come from
+# solves with the cache (a few columns are allowed, a pattern's worth is refused; checked on the
+# direct engines: a Krylov cache's 12 unit columns are its own solves, tested above)
+LOGDET = {"SuperLU", "dense LU", "dense Cholesky", "CHOLMOD", "PARDISO posdef", "PETSc mumps",
+          "Auto"}
+SELINV = {"SuperLU", "dense LU", "dense Cholesky", "CHOLMOD", "Auto"}
+
+
+def _check_factor_queries(engine, direct, cache, D, dtype):
+    """log det and diag(A⁻¹) against dense numpy, in every state: after an update or a change
+    of dtype kind they must be those of the NEW matrix; selected inversion makes no solve."""
+    Dh = D.astype(np.complex128)
+    sign, logabs = np.linalg.slogdet(Dh)
+    if engine in LOGDET:
+        got = cache.logdet()
+        assert abs(got.logabsdet - logabs) <= _tol(dtype) * max(1.0, abs(logabs)), (got, logabs)
+        assert abs(complex(got.sign) - sign) <= _tol(dtype), (got.sign, sign)
+    else:
+        with pytest.raises(lo.BackendNotSupported):
+            cache.logdet()
+    if not direct:
+        return
+    solves = cache.stats.solves + cache.stats.adjoint_solves + cache.stats.transpose_solves
+    _close("diag(A⁻¹)", np.asarray(lo.diagonal(sv.inverse(cache))),
+           np.diag(np.linalg.inv(Dh)), dtype)
+    after = cache.stats.solves + cache.stats.adjoint_solves + cache.stats.transpose_solves
+    if engine in SELINV:
+        assert after == solves, "selected inversion made a solve"
+    else:
+        assert after > solves
+
+
 EMPTY_ENGINES = [e for e in ENGINES]
 
 
@@ -277,7 +312,7 @@ def test_state_matrix_size():
     """Printed with -rP; every engine of the registry that factorizes sparse matrices is in."""
     cells, empty = state_matrix_size()
     print(f"state conformance matrix: {len(ENGINES)} engines × {len(STATES)} states × "
-          f"{len(DTYPES)} dtypes = {cells} cells × 7 operations, plus {empty} n = 0 cells")
+          f"{len(DTYPES)} dtypes = {cells} cells × 9 operations, plus {empty} n = 0 cells")
     kinds = {type(make()).__name__ for make, _, _ in ENGINES.values()}
     for e in entries():
         if "sparse" in e.structures:
