@@ -65,7 +65,7 @@ def backward_error(residual_abs, scale) -> float:
     return float(np.max(w))
 
 
-def verdict(rnorm: float, bnorm: float, tol: float, omega: float, limit: float, outcome: str,
+def verdict(rnorm: float, bnorm: float, tol: float, omega, limit: float, outcome: str,
             rerun: Callable[[], tuple[float, float, float]], dtype) -> tuple[Status, bool]:
     """The status of an iterate (see the module docstring), and whether the acceptance rerun's
     iterate is to be returned instead (it reached the tolerance).
@@ -74,8 +74,12 @@ def verdict(rnorm: float, bnorm: float, tol: float, omega: float, limit: float, 
     ----------
     rnorm, bnorm, tol : float
         The true residual norm, ‖b‖ and max(rtol·‖b‖, atol).
-    omega, limit : float
-        Its backward error and :func:`attainable` for the system.
+    omega : float or callable
+        Its backward error, or a function computing it: called only for an iterate that
+        missed ``tol`` (it costs an O(nnz) |A| product and, on PETSc, a |A| matrix; a
+        converged solve never pays it).
+    limit : float
+        :func:`attainable` for the system.
     outcome : {'converged', 'maxiter', 'breakdown'}
         How the method's own loop ended.
     rerun : callable
@@ -98,6 +102,8 @@ def verdict(rnorm: float, bnorm: float, tol: float, omega: float, limit: float, 
         outcome, Status.MAX_ITERATIONS)
     # an iterate that explains less than b itself is never a solution, whatever its backward
     # error (a singular inconsistent system's iterate: huge x, residual ≥ ‖b‖)
+    if callable(omega):
+        omega = omega()
     if not (rnorm < bnorm and omega <= limit):
         return failure, False
     r2, move, xnorm = rerun()

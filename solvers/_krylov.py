@@ -53,6 +53,8 @@ last iterate comes back with its status:
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -391,7 +393,7 @@ class IterativeFactor(Factor):
                                    self.history, None, Status.NONFINITE)
         r, x, Ax, outcome = best
         self.history = history + [r / bnorm]
-        omega = self._backward_error(trans, b, x, Ax)
+        omega = functools.cache(lambda: self._backward_error(trans, b, x, Ax))  # if missed
         limit = attainable(self.A.shape[0], self.dtype)
 
         again = []
@@ -408,7 +410,7 @@ class IterativeFactor(Factor):
             return again[0] if rerun_won else x
         raise ConvergenceError(
             f"{name} stopped with relative residual {r / bnorm:.3g} > rtol={rtol:g} "
-            f"(atol={spec.atol:g}; backward error {omega:.2g}, attainable in this precision "
+            f"(atol={spec.atol:g}; backward error {omega():.2g}, attainable in this precision "
             f"≈ {limit:.2g}); {status.message}", self.history, x, status)
 
     def _backward_error(self, trans, b, x, Ax) -> float:

@@ -17,6 +17,7 @@ Aᴴx = c is solved as conj(A⁻ᵀ conj(c)) with the same setup.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -662,7 +663,7 @@ class _PETScFactor(Factor):
                     break
             rnorm, xbest = best
             x.array[:] = xbest
-            omega = self._backward_error(b_np, x, r, transposed)
+            omega = functools.cache(lambda: self._backward_error(b_np, x, r, transposed))
             limit = attainable(self.mat.getSize()[0], self.dtype)
 
             again = []
@@ -685,7 +686,7 @@ class _PETScFactor(Factor):
                 raise ConvergenceError(
                     f"PETSc {spec.combo}{' (transposed)' if transposed else ''}: true residual "
                     f"‖b − A x‖/‖b‖ = {rnorm / bnorm:.3g} > rtol={spec.rtol:g} (backward error "
-                    f"{omega:.2g}, attainable ≈ {limit:.2g}); {status.message}", history,
+                    f"{omega():.2g}, attainable ≈ {limit:.2g}); {status.message}", history,
                     xbest.copy(), status)
         finally:
             ksp.setTolerances(rtol=spec.rtol, atol=spec.atol)
@@ -696,7 +697,8 @@ class _PETScFactor(Factor):
 
     def _backward_error(self, b_np, x, r, transposed: bool) -> float:
         """Componentwise ω = max |b − op(A)x|ᵢ / (|op(A)||x| + |b|)ᵢ with a |A| Mat built on
-        first use (only on this rare path). Collective."""
+        first use: only for an iterate that missed the tolerance (``verdict`` asks). Collective:
+        every rank gets the same residual norm, so all of them ask or none."""
         if self._absmat is None:
             M = self.mat.duplicate(copy=True)
             ai, aj, av = M.getValuesCSR()
