@@ -201,7 +201,9 @@ class LinearCache:
 
         LU (LAPACK, SuperLU): the sign of both permutations times the product of U's diagonal;
         Cholesky (LAPACK, CHOLMOD) and PARDISO's Hermitian positive definite types: the sum of
-        the logs of the pivots (sign 1). Cost O(n) (SuperLU: O(nnz(U)), reading U's diagonal).
+        the logs of the pivots (sign 1); PETSc with a MUMPS LU/Cholesky PC: MUMPS's own
+        determinant (any number of ranks). Cost O(n) (SuperLU: O(nnz(U)), reading U's
+        diagonal; MUMPS: O(1)).
         The gradient, A⁻ᴴ, is ``adjoints.logdet_pullback(cache)``.
 
         Returns
@@ -212,10 +214,12 @@ class LinearCache:
         Raises
         ------
         SingularMatrixError
-            A zero pivot (a cache made with ``pivot_rtol=0``): the same on every engine.
+            A zero pivot (a cache made with ``pivot_rtol=0``; MUMPS's null pivots): the same on
+            every engine.
         BackendNotSupported
-            An iterative cache, or PARDISO's unsymmetric types: the message names a direct
-            solver, or ``sv.logdet_estimate`` for matrix-free operators.
+            An iterative cache, PARDISO's unsymmetric types, a PETSc factorization other than
+            MUMPS: the message names a direct solver, or ``sv.logdet_estimate`` for
+            matrix-free operators.
 
         Examples
         --------

@@ -2,7 +2,8 @@
 
 Every direct engine knows det A up to its permutations: LU (LAPACK, SuperLU) as
 det A = sign(Pr)·sign(Pc)·Π Uᵢᵢ, Cholesky (LAPACK, CHOLMOD) as Π Lᵢᵢ² (or Π Dᵢᵢ of LDLᴴ),
-PARDISO's Hermitian positive definite types as the product of their pivots. The logarithms are
+PARDISO's Hermitian positive definite types as the product of their pivots, MUMPS (through
+PETSc) as the determinant it computes while it factorizes (ICNTL(33)). The logarithms are
 summed in double precision, so single-precision factors lose nothing more in the sum.
 
 Singular matrices: one rule on every engine. A cache never holds the factors of a matrix that
@@ -13,8 +14,8 @@ too — never numpy's (0, −inf), which would feed a gradient A⁻ᴴ that does
 Iterative caches (CG, GMRES, AMG, PETSc KSP) have no factors: ``BackendNotSupported`` naming a
 direct solver, or :func:`solvers.logdet_estimate` for matrix-free operators.
 
-Each engine's ``Factor.logdet`` (beside the engine, in ``_direct`` and ``_pardiso``) calls the
-helpers here; the contract's default raises.
+Each engine's ``Factor.logdet`` (beside the engine, in ``_direct``, ``_pardiso`` and ``_petsc``)
+calls the helpers here; the contract's default raises.
 """
 
 from __future__ import annotations

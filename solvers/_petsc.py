@@ -478,26 +478,46 @@ class _PETScFactor(Factor):
     def logdet(self):
         """log|det A| and its sign from MUMPS's determinant, O(1) after the factorization.
 
-        For ``pc_type`` lu or cholesky with MUMPS, the factorization runs with ICNTL(33) = 1
-        (MUMPS multiplies the pivots as it factorizes; no measurable cost: 1.24 s either way at
-        n = 160 000, 2-D Laplacian, one rank), and det A = (RINFOG(12) + i·RINFOG(13))·2^INFOG(34)
-        — global on every rank. Other combinations hold no factorization of A: the contract's
-        BackendNotSupported names a direct solver."""
+        For a MUMPS LU or Cholesky PC (the one the KSP holds, whatever ``options`` changed), the
+        factorization runs with ICNTL(33) = 1 (MUMPS multiplies the pivots as it factorizes;
+        no measurable cost: 1.24 s either way at n = 160 000, 2-D Laplacian, one rank), and
+        det A = (RINFOG(12) + i·RINFOG(13))·2^INFOG(34), global on every rank. A factorization
+        with null pivots (INFOG(28) > 0, e.g. with ICNTL(24) on) is singular: det A = 0 is
+        refused as on every engine, never the determinant of the rest. Other combinations
+        hold no factorization of A (BackendNotSupported naming a direct solver); a complex
+        build's Cholesky is refused (MUMPS factorizes complex matrices as symmetric LDLᵀ, not
+        Hermitian: not verified here)."""
         from ._logdet import LogDet
 
-        if not _mumps_factorization(self.spec):
+        if self._retired:
+            raise RuntimeError("this PETSc factor was replaced by update() or closed; use the "
+                               "cache's factor")
+        pc = self.ksp.getPC()
+        kind = pc.getType()
+        if kind not in ("lu", "cholesky"):
             return super().logdet()
-        F = self.ksp.getPC().getFactorMatrix()
+        if pc.getFactorSolverType() != "mumps":
+            raise BackendNotSupported(
+                f"logdet: this cache's PC is {kind} with the {pc.getFactorSolverType()!r} "
+                f"factorization (options changed the spec's {self.spec.combo}), whose "
+                f"determinant PETSc does not expose; use factor_solver_type='mumps'")
+        if kind == "cholesky" and not _real_build():
+            raise BackendNotSupported(
+                "logdet: MUMPS's Cholesky on a complex PETSc build factorizes A as complex "
+                "symmetric (LDLᵀ), not Hermitian; use pc_type='lu' for log det")
+        F = pc.getFactorMatrix()
         if F.getMumpsIcntl(33) != 1:
             raise BackendNotSupported(
-                f"logdet: this cache's MUMPS factorization was set up with "
-                f"mat_mumps_icntl_33={F.getMumpsIcntl(33)} (options=...), so MUMPS did not compute "
-                f"the determinant; drop that option")
+                f"logdet: this cache's MUMPS factorization ran with mat_mumps_icntl_33="
+                f"{F.getMumpsIcntl(33)} (given in options), so MUMPS computed no determinant; "
+                f"drop that option")
         mant = complex(F.getMumpsRinfog(12), 0.0 if _real_build() else F.getMumpsRinfog(13))
-        if mant == 0 or not np.isfinite(abs(mant)):
+        nulls = F.getMumpsInfog(28)
+        if nulls > 0 or mant == 0 or not np.isfinite(abs(mant)):
             raise SingularMatrixError(
-                f"logdet: MUMPS's determinant of A is {mant}·2^{F.getMumpsInfog(34)}: A is "
-                f"singular, log det A = −inf and its gradient A⁻ᴴ does not exist")
+                f"logdet: A is singular (MUMPS found {nulls} null pivot(s); determinant "
+                f"{mant}·2^{F.getMumpsInfog(34)}): log det A = −inf and its gradient A⁻ᴴ does "
+                f"not exist")
         logabs = float(np.log(abs(mant)) + F.getMumpsInfog(34) * np.log(2.0))
         sign = mant / abs(mant)
         return LogDet(float(sign.real) if _real_build() else sign, logabs)

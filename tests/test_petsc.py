@@ -15,6 +15,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 MPI_DIR = Path(__file__).parent / "mpi"
@@ -305,3 +306,34 @@ def test_options_read_at_setup_reach_the_factor_and_the_levels(petsc_available):
     (r,) = [r for r in run("logdet_check.py", 1) if r["check"] == "options"]
     assert r["icntl14"] == 77
     assert r["level_max_it"] and all(k == 3 for k in r["level_max_it"])
+
+
+def _laplacian(n=50):
+    import scipy.sparse as sp
+
+    return sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tocsr()
+
+
+def test_logdet_refuses_what_mumps_did_not_factorize(petsc_available):
+    """In-process: null pivots (ICNTL(24)) mean det A = 0, never the determinant of the rest;
+    a closed factor refuses instead of touching destroyed PETSc objects; options that replace
+    MUMPS are refused by name."""
+    import solvers as sv
+
+    T = _laplacian().tolil()
+    T[0, :] = 0
+    T[:, 0] = 0
+    cache = sv.init(sv.LinearProblem(T.tocsr()), sv.PETSc(options={"mat_mumps_icntl_24": 1}))
+    with pytest.raises(sv.SingularMatrixError, match="1 null pivot"):
+        cache.logdet()
+    L = _laplacian()
+    cache = sv.init(sv.LinearProblem(L), sv.PETSc())
+    assert abs(cache.logdet().logabsdet - np.linalg.slogdet(L.toarray())[1]) < 1e-12
+    factor = cache.factor
+    factor.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        factor.logdet()
+    for options in ({"pc_type": "cholesky"}, {"pc_factor_mat_solver_type": "petsc"}):
+        cache = sv.init(sv.LinearProblem(L), sv.PETSc(options=options))
+        with pytest.raises(sv.BackendNotSupported, match="'petsc' factorization"):
+            cache.logdet()

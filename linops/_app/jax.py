@@ -1,6 +1,5 @@
 """adjoints.jax against jax.experimental.sparse and against the numpy path.
 
-from .child import in_child, positive, rss_now
     python -m linops bench jax                 # n = 160 400 and 640 800 (nx = 400, 800)
     python -m linops bench jax --sizes 100     # quick
     (also: python benchmarks/jax_bench.py ...)
