@@ -380,6 +380,18 @@ def _adj_alg(alg):
     return build
 
 
+def _fresh_theta_runner(vg, tj):
+    """``run()`` calling the jitted ``vg`` at a slightly new θ each time (no call may reuse an
+    earlier call's factorization), returning (value, gradient) once computed."""
+    calls = [0]
+
+    def run():
+        calls[0] += 1
+        v, g = vg(tj * (1 + 1e-9 * calls[0]))
+        return v, g.block_until_ready()
+    return run
+
+
 def _klujax(nx, steps):
     """The peer klujax (``klujax.solve`` on COO indices) under jit(value_and_grad): KLU
     factorizes for the solve and again for its transpose (2 per gradient)."""
@@ -392,12 +404,7 @@ def _klujax(nx, steps):
     aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
     vg = jax.jit(jax.value_and_grad(
         lambda th: jnp.dot(aj, klujax.solve(Ai, Aj, fam(th).values, bj))))
-    calls = [0]
-
-    def run():
-        calls[0] += 1
-        v, g = vg(tj * (1 + 1e-9 * calls[0]))
-        return v, g.block_until_ready()
+    run = _fresh_theta_runner(vg, tj)
     return run, lambda r: {"factorizations": 2}
 
 
@@ -419,12 +426,7 @@ def _splineax(nx, steps):
         return jnp.dot(aj, u.value if hasattr(u, "value") else u)
 
     vg = jax.jit(jax.value_and_grad(f))
-    calls = [0]
-
-    def run():
-        calls[0] += 1
-        v, g = vg(tj * (1 + 1e-9 * calls[0]))
-        return v, g.block_until_ready()
+    run = _fresh_theta_runner(vg, tj)
     return run, lambda r: {"factorizations": 1}
 
 
