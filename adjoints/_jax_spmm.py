@@ -12,9 +12,12 @@ Leading batch dimensions (from ``jax.vmap``) are part of the primitive: every op
 ``nbatch`` aligned leading axes of size 1 or B, broadcast like numpy. Forward cost: one gather
 and one sorted ``segment_sum``, O(nnz·k).
 
-A primitive of its own: its transpose rule for the values is exactly the SDDMM (one gather per
-stored entry), vmap over values, X or both is one call, and the pattern is a static parameter,
-so jit never traces index arrays.
+A primitive of its own: its transpose rule for the values is exactly the SDDMM (``sddmm_p``,
+whose own transposes are this primitive again), vmap over values, X or both is one call, and
+the pattern is a static parameter, so jit never traces index arrays. On the CPU both
+primitives run on the host from ``HOST_MIN_NNZ`` stored entries (scipy's CSR product, linops'
+SDDMM, on the pattern's own arrays), so no index array becomes a constant of the compiled
+module; batched products and small patterns stay gathers.
 
 >>> import jax, jax.numpy as jnp, scipy.sparse as sp, linops as lo
 >>> A = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
@@ -30,15 +33,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 import linops as lo
 from linops.internals import ShapeError, sddmm
 
-__all__ = ["spmm", "spmm_p", "index32", "sum_to_shape", "align_batch"]
+__all__ = ["spmm", "spmm_p", "sddmm_p", "index32", "sum_to_shape", "align_batch"]
 
 spmm_p = Primitive("adjoints_jax_spmm")
+sddmm_p = Primitive("adjoints_jax_sddmm")
+HOST_MIN_NNZ = 1 << 16   # on the CPU, patterns at least this large multiply on the host
 
 
 def index32(ix: np.ndarray) -> np.ndarray:
@@ -116,9 +122,9 @@ def _values_ct(ct, values, X, *, pattern, trans, nbatch):
     aval = values.aval
     rows, cols = index32(pattern.rows), index32(pattern.indices)
     nb = nbatch
-    if nb == 0:  # linops' chunked SDDMM (bounded memory for wide X)
+    if nb == 0:  # one SDDMM on the pattern (its own primitive: see sddmm_p)
         U, V = (ct, X) if trans == "N" else (X, ct)
-        out = sddmm(U, V, rows, cols, conj_v=False)
+        out = sddmm_p.bind(U, V, pattern=pattern)
     else:  # batched: the plain gather-product (sddmm has no batch axes)
         ri, ci = (rows, cols) if trans == "N" else (cols, rows)
         a, b = jnp.take(ct, ri, axis=nb), jnp.take(X, ci, axis=nb)
@@ -137,7 +143,92 @@ def _x_ct(ct, values, X, *, pattern, trans, nbatch):
 spmm_p.def_impl(_spmm_impl)
 spmm_p.def_abstract_eval(_spmm_abstract)
 ad.defbilinear(spmm_p, _values_ct, _x_ct)
-mlir.register_lowering(spmm_p, mlir.lower_fun(_spmm_impl, multiple_results=False))
+_spmm_gather = mlir.lower_fun(_spmm_impl, multiple_results=False)
+mlir.register_lowering(spmm_p, _spmm_gather)
+
+
+# ----- sddmm_p: values[k] = Σⱼ U[rₖ, j] V[cₖ, j] on the pattern (no conjugation) ----------------
+def _sddmm_impl(U, V, *, pattern):
+    """linops' chunked SDDMM (bounded temporaries for wide U, V)."""
+    return sddmm(U, V, index32(pattern.rows), index32(pattern.indices), conj_v=False)
+
+
+def _sddmm_abstract(U, V, *, pattern):
+    return jax.core.ShapedArray((pattern.nnz,), jnp.result_type(U.dtype, V.dtype))
+
+
+def _sddmm_u_ct(ct, U, V, *, pattern):
+    """Ū[r] = Σₖ ct[k] V[cₖ] over the entries of row r: A(ct) V."""
+    out = spmm_p.bind(ct, V, pattern=pattern, trans="N", nbatch=0)
+    return _real_if(out, U.aval.dtype)
+
+
+def _sddmm_v_ct(ct, U, V, *, pattern):
+    """V̄[c] = Σₖ ct[k] U[rₖ] over the entries of column c: A(ct)ᵀ U."""
+    out = spmm_p.bind(ct, U, pattern=pattern, trans="T", nbatch=0)
+    return _real_if(out, V.aval.dtype)
+
+
+def _sddmm_batch(args, dims, *, pattern):
+    """vmap: the plain gather-product over the aligned batch axis (JAX differentiates it)."""
+    U, V = align_batch(args, dims)
+    a = jnp.take(U, index32(pattern.rows), axis=1)
+    b = jnp.take(V, index32(pattern.indices), axis=1)
+    prod = a * b
+    return (prod if prod.ndim == 2 else jnp.sum(prod, axis=-1)), 0
+
+
+sddmm_p.def_impl(_sddmm_impl)
+sddmm_p.def_abstract_eval(_sddmm_abstract)
+ad.defbilinear(sddmm_p, _sddmm_u_ct, _sddmm_v_ct)
+batching.primitive_batchers[sddmm_p] = _sddmm_batch
+_sddmm_gather = mlir.lower_fun(_sddmm_impl, multiple_results=False)
+mlir.register_lowering(sddmm_p, _sddmm_gather)
+
+
+# ----- the CPU: large patterns multiply on the host ----------------------------------------------
+# Lowered as gathers, both primitives make XLA embed the pattern's index arrays in the compiled
+# module as constants (hex text in the StableHLO, then parsed and copied while compiling): at
+# n = 640 800 the first call of jit(value_and_grad) through adj.solve carried four 2.8·10⁶-entry
+# index constants and peaked at 1.63× the numpy gradient's memory. On the CPU, patterns from
+# HOST_MIN_NNZ entries run scipy's CSR product and linops' SDDMM in a host callback instead,
+# on the pattern's own arrays (no copy, no constant); results are the same.
+def _host_callback(ctx, fn, args):
+    outs, _, _ = mlir.emit_python_callback(ctx, fn, None, list(args), ctx.avals_in,
+                                           ctx.avals_out, has_side_effect=False,
+                                           returns_token=False)
+    return outs
+
+
+def _spmm_cpu(ctx, values, X, *, pattern, trans, nbatch):
+    if nbatch or pattern.nnz < HOST_MIN_NNZ:
+        return _spmm_gather(ctx, values, X, pattern=pattern, trans=trans, nbatch=nbatch)
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+    pat, perm = _op_pattern(pattern, trans)
+
+    def product(v, x):
+        v = np.asarray(v)
+        A = sp.csr_array((v if perm is None else v[perm], pat.indices, pat.indptr),
+                         shape=pat.shape)
+        return (np.asarray(A @ np.asarray(x), dtype),)
+
+    return _host_callback(ctx, product, (values, X))
+
+
+def _sddmm_cpu(ctx, U, V, *, pattern):
+    if pattern.nnz < HOST_MIN_NNZ:
+        return _sddmm_gather(ctx, U, V, pattern=pattern)
+    dtype = np.dtype(ctx.avals_out[0].dtype)
+
+    def sample(u, v):
+        return (np.asarray(sddmm(np.asarray(u), np.asarray(v), pattern.rows, pattern.indices,
+                                 conj_v=False), dtype),)
+
+    return _host_callback(ctx, sample, (U, V))
+
+
+mlir.register_lowering(spmm_p, _spmm_cpu, platform="cpu")
+mlir.register_lowering(sddmm_p, _sddmm_cpu, platform="cpu")
 
 
 def align_batch(args, dims):

@@ -134,3 +134,28 @@ def test_errors_under_jit_x64_off():
         assert "SingularMatrixError" in str(info.value).splitlines()[0]
         with pytest.raises(sv.SingularMatrixError):
             adj.solve(A, jnp.ones(4))
+
+
+def test_host_products_x64_off():
+    """A pattern above HOST_MIN_NNZ (its products and value cotangent on the host, issue 16
+    finding 20) in float32: the gradient's dtype stays float32 and equals the gather path's."""
+    from adjoints import _jax_spmm
+
+    fam, b = lo.testing.poisson_family(90)
+    K = fam(np.linspace(0.5, 1.5, fam.n_params))
+    assert K.pattern.nnz >= _jax_spmm.HOST_MIN_NNZ
+
+    def f(v, b):
+        return jnp.sum(adj.solve(lo.Sparse(v, K.pattern), b) ** 2)
+
+    args = (jnp.asarray(K.values), jnp.asarray(b))
+    host = jax.jit(jax.grad(f, argnums=(0, 1)))(*args)
+    old, _jax_spmm.HOST_MIN_NNZ = _jax_spmm.HOST_MIN_NNZ, 1 << 60
+    try:
+        gather = jax.jit(jax.grad(f, argnums=(0, 1)))(*args)
+    finally:
+        _jax_spmm.HOST_MIN_NNZ = old
+    for h, g in zip(host, gather):
+        assert h.dtype == jnp.float32
+        np.testing.assert_allclose(np.asarray(h), np.asarray(g), rtol=1e-5,
+                                   atol=1e-5 * float(np.abs(np.asarray(g)).max()))
