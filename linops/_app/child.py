@@ -31,6 +31,27 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def reset_peak() -> bool:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (/proc/self/clear_refs); False
+    where the kernel does not allow it (the peaks then include what came before)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def hwm() -> int:
+    """Peak RSS (VmHWM) of this process since the last :func:`reset_peak`, in bytes (Linux);
+    :func:`peak_rss` is the peak since the process started, which no reset moves."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def in_child(module: str, call: str, row: dict, timeout: float, *,
              threads: int | None = None, keep: int = 160) -> dict:
     """``linops._app.<module>.<call>`` evaluated in a fresh interpreter (warnings silenced

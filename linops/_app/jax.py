@@ -42,7 +42,7 @@ import argparse
 import sys
 import time
 
-from .child import in_child, positive, rss_now
+from .child import hwm, in_child, positive, reset_peak, rss_now
 from .report import markdown_table as table
 
 METHODS = ["numpy path", "adj jit value_and_grad", "spsolve + grad", "fam numpy", "fam jit",
@@ -54,19 +54,6 @@ STEPS = 50
 
 
 # ----- one measurement (child process) -----------------------------------------------------------
-
-def _hwm() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
 
 def _problem(nx: int):
     """(fam, b, θ, a) of the solve section: the Q4 family at nx (n = nx(nx+1)), a load b, θ in
@@ -452,20 +439,20 @@ def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
         run, extra = _BUILD[method](fam, b, theta, a)
     out = {"method": method, "n": fam.shape[0], "nnz": fam.pattern.nnz}
     base = rss_now()
-    _reset_peak()
+    reset_peak()
     t = time.perf_counter()
     res = run()
     first = time.perf_counter() - t
     out["first_call_s"] = first
-    out["peak_first_mb"] = max(_hwm() - base, 0) / 2**20
+    out["peak_first_mb"] = max(hwm() - base, 0) / 2**20
     times = []
     for _ in range(3):
         base = rss_now()
-        _reset_peak()
+        reset_peak()
         t = time.perf_counter()
         res = run()
         times.append(time.perf_counter() - t)
-        out["peak_warm_mb"] = max(out.get("peak_warm_mb", 0.0), max(_hwm() - base, 0) / 2**20)
+        out["peak_warm_mb"] = max(out.get("peak_warm_mb", 0.0), max(hwm() - base, 0) / 2**20)
         if times[-1] > 30:   # minutes-long rows (spsolve at n = 640 800): one warm call is enough
             break
     out["time_s"] = min(times)

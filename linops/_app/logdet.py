@@ -37,32 +37,10 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 
-from .child import in_child, rss_now
+from .child import hwm, in_child, reset_peak, rss_now
 from .legends import legend
 from .names import Names
 from .report import markdown_table, publish
-
-
-
-def _reset_peak() -> bool:
-    """Reset this process's peak RSS to its current RSS (/proc/self/clear_refs); False where
-    the kernel does not allow it (the peaks then include what came before)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak() -> int:
-    """Peak RSS (VmHWM) of this process since the last :func:`_reset_peak`, in bytes."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
 
 ENGINES = ("cholmod", "superlu", "pardiso")
 
@@ -108,19 +86,19 @@ def measure_value_grad(engine: str, nx: int) -> dict:
     fam, _ = lo.testing.poisson_family(nx)
     K = fam(_theta(fam))
     base = rss_now()
-    _reset_peak()
+    reset_peak()
     t = time.perf_counter()
     cache = sv.init(sv.LinearProblem(K, posdef=True), _alg(engine))
     t_fact = time.perf_counter() - t
-    fact_peak = _peak() - base
+    fact_peak = hwm() - base
     held = rss_now() - base
-    _reset_peak()
+    reset_peak()
     t = time.perf_counter()
     sign, logabsdet = cache.logdet()
     t_val = time.perf_counter() - t
     grad = fam.pullback(ad.logdet_pullback(cache))
     t_vg = time.perf_counter() - t
-    vg_peak = _peak() - base
+    vg_peak = hwm() - base
     s = cache.stats
     return {"row": "value+grad", "engine": cache.kind, "n": K.shape[0], "nnz": K.pattern.nnz,
             "fact_s": t_fact, "value_s": t_val, "value_grad_s": t_vg,

@@ -65,7 +65,7 @@ import linops as lo
 import solvers as sv
 
 from .bench import MAX_NX, _nx
-from .child import positive
+from .child import positive, reset_peak
 from .legends import legend
 from .names import Names
 from .report import markdown_table, write_section
@@ -301,13 +301,10 @@ def _release_and_reset_peak() -> bool:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        hwm, rss = _rss_kb("VmHWM", "VmRSS")
-        return hwm - rss < 1024   # the peak now starts from here
-    except OSError:
+    if not reset_peak():
         return False
+    hwm, rss = _rss_kb("VmHWM", "VmRSS")
+    return hwm - rss < 1024   # the peak now starts from here
 
 
 def _residual(res: dict, rhs, x, mpi) -> float:
