@@ -38,13 +38,14 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 import linops as lo
-from linops.internals import ShapeError, sddmm
+from linops.internals import HOST_MIN_NNZ, ShapeError, sddmm
 
 __all__ = ["spmm", "spmm_p", "sddmm_p", "index32", "sum_to_shape", "align_batch"]
 
 spmm_p = Primitive("adjoints_jax_spmm")
 sddmm_p = Primitive("adjoints_jax_sddmm")
-HOST_MIN_NNZ = 1 << 16   # on the CPU, patterns at least this large multiply on the host
+# on the CPU, patterns from HOST_MIN_NNZ entries multiply on the host (linops' threshold for
+# a family's fam(θ) under jit, the same trade-off; a module global so tests can force it)
 
 
 def index32(ix: np.ndarray) -> np.ndarray:

@@ -52,3 +52,4 @@ from ._pytree import backend_of_operator as backend_of_operator
 from ._pytree import ensure_jax_pytrees as ensure_jax_pytrees
 from ._pytree import operator as operator
 from ._sddmm import sddmm as sddmm
+from ._jax_constant import HOST_MIN_NNZ as HOST_MIN_NNZ
