@@ -129,3 +129,46 @@ def test_a_large_pattern_compiles_without_index_constants():
     for h, g in zip(jax.tree.leaves(host), jax.tree.leaves(gather)):
         np.testing.assert_allclose(np.asarray(h), np.asarray(g), rtol=1e-12,
                                    atol=1e-12 * float(np.abs(np.asarray(g)).max()))
+
+
+def _loops(P, b):
+    def step(u, v):
+        return adj.solve(lo.Sparse(v, P), u + b)
+
+    def scan(v):
+        u, _ = jax.lax.scan(lambda u, _: (step(u, v), None), jnp.zeros_like(b), None, length=4)
+        return jnp.sum(u ** 2)
+
+    def fori(v):
+        return jnp.sum(jax.lax.fori_loop(0, 4, lambda i, u: step(u, v), jnp.zeros_like(b)) ** 2)
+
+    def cond(v):
+        u = jax.lax.cond(jnp.sum(v) > 0, lambda v: step(b, v), lambda v: b, v)
+        return jnp.sum(u ** 2)
+
+    return {"scan": scan, "fori_loop": fori, "cond": cond}
+
+
+@pytest.mark.parametrize("form", ["scan", "fori_loop", "cond"])
+def test_control_flow_on_the_host_path(form, monkeypatch):
+    """jit(grad) of a loop (scan, fori_loop) or a branch (cond) over adj.solve: the host
+    products give the gather path's gradient, with one factorization per call."""
+    import scipy.sparse as sp
+
+    n = 40
+    A = (sp.random(n, n, density=0.15, random_state=2) + 6 * sp.eye(n)).tocsr()
+    S = lo.Sparse.from_scipy(A)
+    v, b = jnp.asarray(S.values), jnp.asarray(np.linspace(-1.0, 1.0, n))
+    f = _loops(S.pattern, b)[form]
+    monkeypatch.setattr(_jax_spmm, "HOST_MIN_NNZ", 1 << 60)
+    gather = jax.jit(jax.grad(f))(v)
+    monkeypatch.setattr(_jax_spmm, "HOST_MIN_NNZ", 0)
+    lowered = []
+    real = _jax_spmm._host_callback
+    monkeypatch.setattr(_jax_spmm, "_host_callback",
+                        lambda ctx, fn, args: lowered.append(fn.__name__) or real(ctx, fn, args))
+    adj.reset_stats()
+    host = jax.jit(jax.grad(f))(v)
+    assert "sample" in lowered and adj.stats().factorizations == 1
+    np.testing.assert_allclose(np.asarray(host), np.asarray(gather), rtol=1e-12,
+                               atol=1e-12 * float(np.abs(np.asarray(gather)).max()))
