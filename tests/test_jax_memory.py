@@ -32,6 +32,7 @@ PATTERNS = {
     "failing-callback": 1,                                    # finding 19
     "python-jit": 1, "factorize": 1, "carried": 1, "built-in-body": 1,   # issue 20 loop forms
     "while-newton": 3, "factorize-eager-loop": 1,
+    "jit-grad-host": 1, "scan-unroll2-host": 1,   # the host products' callbacks (finding 20)
 }
 
 
@@ -47,3 +48,4 @@ def test_rss_stays_flat_over_300_calls(pattern):
     assert r["grown_mb"] < LIMIT_MB, r
     assert r["misses"] == 0 and r["factorizations"] == PATTERNS[pattern] * CALLS, r
     assert r["live"] <= 1, r
+    assert (r["host_lowerings"] > 0) == pattern.endswith("-host"), r
