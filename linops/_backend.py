@@ -5,7 +5,7 @@ Every backend-specific call in linops, solvers and adjoints goes through the ent
 arrays at hand: host/device transfer, snapshots (the mutation rule), sparse products, the dense
 and sparse linear-algebra modules, and what each backend supports
 (``capability`` and ``dtypes``). The table holds kernels and facts only: the Krylov DRIVER
-lives in ``solvers._krylov`` (one runner per backend, looked up by ``name``). Modules ask the
+lives in ``solvers._engines.krylov`` (one runner per backend, looked up by ``name``). Modules ask the
 table; they do not branch on the backend. The
 backend is read from the arrays (:func:`backend_of`), never from global state or the environment.
 

@@ -98,13 +98,13 @@ Examples
 ('dense Cholesky', 'SUCCESS', [0.0909, 0.6364])
 """
 
-from ._amg import AMG as AMG
-from ._auto import Auto as Auto
+from ._engines.amg import AMG as AMG
+from ._engines.auto import Auto as Auto
 from ._cache import LinearCache as LinearCache
-from ._direct import LU as LU
-from ._direct import Cholesky as Cholesky
-from ._direct import DiagonalSolve as DiagonalSolve
-from ._direct import cholmod_available as cholmod_available
+from ._engines.direct import LU as LU
+from ._engines.direct import Cholesky as Cholesky
+from ._engines.direct import DiagonalSolve as DiagonalSolve
+from ._engines.direct import cholmod_available as cholmod_available
 from ._errors import BackendNotSupported as BackendNotSupported
 from ._errors import ConvergenceError as ConvergenceError
 from ._errors import HintWarning as HintWarning
@@ -114,15 +114,15 @@ from ._errors import NotPositiveDefiniteError as NotPositiveDefiniteError
 from ._errors import SingularMatrixError as SingularMatrixError
 from ._errors import SolveError as SolveError
 from ._errors import StaleSolutionError as StaleSolutionError
-from ._krylov import CG as CG
-from ._krylov import GMRES as GMRES
-from ._krylov import MINRES as MINRES
-from ._krylov import BiCGStab as BiCGStab
-from ._pardiso import Pardiso as Pardiso
-from ._petsc import PETSc as PETSc
-from ._petsc import TransposeNotSupportedError as TransposeNotSupportedError
-from ._precond import ILU as ILU
-from ._precond import Jacobi as Jacobi
+from ._engines.krylov import CG as CG
+from ._engines.krylov import GMRES as GMRES
+from ._engines.krylov import MINRES as MINRES
+from ._engines.krylov import BiCGStab as BiCGStab
+from ._engines.pardiso import Pardiso as Pardiso
+from ._engines.petsc import PETSc as PETSc
+from ._engines.petsc import TransposeNotSupportedError as TransposeNotSupportedError
+from ._engines.precond import ILU as ILU
+from ._engines.precond import Jacobi as Jacobi
 from ._problem import LinearProblem as LinearProblem
 from ._registry import show_config as show_config
 from ._results import CacheStats as CacheStats
@@ -130,16 +130,16 @@ from ._results import Solution as Solution
 from ._results import Status as Status
 from ._solve import init as init
 from ._solve import solve as solve
-from ._woodbury import Woodbury as Woodbury
-from ._logdet import LogDet as LogDet
-from ._selinv import SelectedInverse as SelectedInverse
-from ._selinv import selected_inverse as selected_inverse
+from ._engines.woodbury import Woodbury as Woodbury
+from ._results import LogDet as LogDet
+from ._results import SelectedInverse as SelectedInverse
+from ._inverse import selected_inverse as selected_inverse
 from ._inverse import Inverse as Inverse
 from ._inverse import inverse as inverse
-from ._eigsh import Eigenpairs as Eigenpairs
+from ._results import Eigenpairs as Eigenpairs
 from ._eigsh import eigsh as eigsh
-from ._slq import LogDetEstimate as LogDetEstimate
-from ._slq import logdet_estimate as logdet_estimate
+from ._results import LogDetEstimate as LogDetEstimate
+from ._logdet_estimate import logdet_estimate as logdet_estimate
 
 __all__ = [
     # problem and results

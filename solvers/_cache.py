@@ -264,7 +264,7 @@ class LinearCache:
         NonFiniteInputError
             NaN/Inf in b (with ``check_finite``).
         ConvergenceError
-            An iterative method missed the tolerance (see ``solvers._krylov``).
+            An iterative method missed the tolerance (see ``solvers._engines.krylov``).
         SolveError
             The result holds NaN/Inf (``Status.NONFINITE``).
 

@@ -141,7 +141,7 @@ def check_finite_operator(A: lo.LinearOperator) -> None:
 @functools.singledispatch
 def hermitian_defect(A: lo.LinearOperator) -> tuple[float, float, tuple[int, int] | None]:
     """(max|A − Aᴴ|, max|A|, position of the largest defect); O(n²) for a dense A. Engines
-    register their own operator types (``lo.Sparse`` below, PETSc in ``solvers._petsc``)."""
+    register their own operator types (``lo.Sparse`` below, PETSc in ``solvers._engines.petsc``)."""
     a = to_numpy(as_dense_array(A))
     d = np.abs(a - a.conj().T)
     k = np.unravel_index(int(np.argmax(d)), d.shape) if d.size else None

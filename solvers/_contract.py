@@ -51,6 +51,7 @@ from linops.internals import structure_key
 from ._checks import (backend_of_problem, check_finite_operator, is_hermitian, precision,
                       require_hermitian)
 from ._errors import BackendNotSupported
+from ._results import LogDet
 
 MODES = frozenset("NHT")
 
@@ -153,8 +154,6 @@ class EmptyFactor(Factor):
         return EmptyFactor(A)
 
     def logdet(self):
-        from ._logdet import LogDet
-
         return LogDet(1.0, 0.0)  # det of the 0×0 matrix
 
 

@@ -13,9 +13,6 @@ or :class:`ConvergenceError` is raised.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
@@ -25,43 +22,11 @@ from linops.internals import ShapeError, csr_parts, dense_array, structure, to_n
 
 from ._checks import hermitian_tol, is_hermitian, precision
 from ._errors import BackendNotSupported, ConvergenceError, NotHermitianError, Status
+from ._problem import LinearProblem
+from ._results import Eigenpairs
+from ._solve import init
 
 _WHICH = ("LM", "SM", "LA", "SA", "BE")
-
-
-@dataclass(frozen=True)
-class Eigenpairs:
-    """Eigenvalues (ascending) and orthonormal eigenvectors from :func:`eigsh`.
-
-    Attributes
-    ----------
-    values : ndarray (k,), real
-    vectors : ndarray (n, k)
-        Column i belongs to ``values[i]``; read-only.
-    A : lo.LinearOperator
-        The operator they belong to (a snapshot).
-    sigma : float or None
-        The shift, or None for Lanczos on A.
-    cache : LinearCache or None
-        The factorization of A − σI (None without σ); pullbacks reuse it.
-    residuals : ndarray (k,)
-        ‖A vᵢ − λᵢ vᵢ‖₂.
-
-    Examples
-    --------
-    >>> import numpy as np, scipy.sparse as sp, solvers as sv
-    >>> A = sp.diags([1.0, 2.0, 3.0, 4.0, 5.0]).tocsr()
-    >>> e = sv.eigsh(A, 2, sigma=0.0)
-    >>> e.values.round(12).tolist(), e.cache.stats.factorizations
-    ([1.0, 2.0], 1)
-    """
-
-    values: Any
-    vectors: Any
-    A: Any
-    sigma: float | None
-    cache: Any
-    residuals: Any
 
 
 def eigsh(A, k: int = 1, sigma: float | None = None, *, which: str = "LM", alg=None,
@@ -217,9 +182,6 @@ def shifted(A: lo.LinearOperator, sigma: float) -> lo.LinearOperator:
 
 
 def _shift_cache(A, sigma, alg, cache):
-    from ._solve import init
-    from ._problem import LinearProblem
-
     if cache is not None:
         n = A.shape[0]
         x = np.random.default_rng(2).standard_normal(n)
@@ -231,10 +193,6 @@ def _shift_cache(A, sigma, alg, cache):
         return cache
     S = shifted(A, sigma)
     posdef = _below_spectrum(S)
-    if alg is None:
-        from ._auto import Auto
-
-        alg = Auto()
     return init(LinearProblem(S, hermitian=True, posdef=posdef), alg)
 
 

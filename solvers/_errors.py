@@ -156,7 +156,7 @@ class ConvergenceError(SolveError):
     ``status`` says which way it stopped: ``MAX_ITERATIONS`` (out of ``maxiter``),
     ``STAGNATION`` (the method claimed convergence but the true residual disagrees and
     restarts did not help), ``BREAKDOWN`` or ``NONFINITE``. See the acceptance policy in
-    ``solvers._krylov``. With ``sv.solve(..., throw=False)`` the iterate is dropped: a
+    ``solvers._engines.krylov``. With ``sv.solve(..., throw=False)`` the iterate is dropped: a
     Solution never carries an unconverged ``u``.
 
     Parameters

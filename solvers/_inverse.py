@@ -18,6 +18,8 @@ import numpy as np
 import linops as lo
 from linops.internals import conjugate, namespace, operator, sample_generic, to_numpy
 
+from ._results import SelectedInverse
+
 
 _ADJOINT = {"N": "H", "H": "N", "T": "C", "C": "T"}
 _CONJ = {"N": "C", "C": "N", "H": "T", "T": "H"}
@@ -131,7 +133,6 @@ def inverse(cache, *, adjoint: bool = False) -> Inverse:
 
 def _entries(A: Inverse, rows, cols):
     """Entries of an Inverse: selected inversion, solves for positions outside its pattern."""
-    from ._selinv import selected_inverse
     from ._errors import BackendNotSupported
 
     A.check_current()
@@ -177,3 +178,38 @@ def _by_solves(Ainv: Inverse, r, c):
 
 sample_generic.register(Inverse, _entries)
 conjugate.register(Inverse, lambda A: Inverse(A.cache, _CONJ[A.op], A.generation))
+
+
+def selected_inverse(cache) -> SelectedInverse:
+    """The selected inverse of a cache's factorization: A⁻¹ on its filled pattern, once.
+
+    No solve and no new factorization (``cache.stats`` does not change): the Takahashi
+    recurrences run on the factor the cache holds. Cost: about twice the factorization's
+    flops; memory one copy of the factor's values (see the module notes). Keep the result to
+    query it many times; ``lo.sample`` / ``lo.project`` of :func:`solvers.inverse` compute one
+    per call.
+
+    Parameters
+    ----------
+    cache : LinearCache
+        With CHOLMOD, SuperLU, dense LU or dense Cholesky factors.
+
+    Returns
+    -------
+    SelectedInverse
+
+    Raises
+    ------
+    BackendNotSupported
+        An iterative cache, PARDISO (MKL exposes no factor), or a cupy/jax-device factor; the
+        message names a factorization that works.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.csr_array(np.array([[2.0, 1.0], [1.0, 2.0]]))
+    >>> S = selected_inverse(sv.init(sv.LinearProblem(A), sv.LU()))
+    >>> (S.diagonal() * 3).round(12).tolist()             # A⁻¹ = [[2, -1], [-1, 2]] / 3
+    [2.0, 2.0]
+    """
+    return cache.factor.selected_inverse(cache.A.shape)

@@ -1,5 +1,6 @@
-"""Results of a solve: the :class:`Status` enum, the cache's :class:`CacheStats` counters and
-the :class:`Solution` record that ``sv.solve`` returns.
+"""Results: of a solve — the :class:`Status` enum, the cache's :class:`CacheStats` counters and
+the :class:`Solution` record that ``sv.solve`` returns — and of the factor queries —
+:class:`LogDet`, :class:`SelectedInverse`, :class:`Eigenpairs`, :class:`LogDetEstimate`.
 
 A status says how a solve ended and what to do next; ``SUCCESS`` and ``ACCURACY_LIMIT`` carry a
 usable result, every other member is a failure (raised as the matching ``SolveError`` subclass,
@@ -10,7 +11,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._factors import selinv_kernels as K
 
 class Status(enum.Enum):
     """How a solve ended. ``SUCCESS`` and ``ACCURACY_LIMIT`` are results; the rest are failures
@@ -188,3 +193,189 @@ class Solution:
         the cache's A, and pullbacks need only A.)
         """
         return self.cache is not None and self.cache.generation == self.generation
+
+
+# ----- what the factor queries return ------------------------------------------------------
+class LogDet(NamedTuple):
+    """(sign, logabsdet) of a determinant, as ``numpy.linalg.slogdet`` returns it.
+
+    det A = sign · exp(logabsdet). ``sign`` is ±1.0 for real A and a complex number of modulus 1
+    for complex A; ``logabsdet`` = log|det A| is a float. For a positive definite A,
+    ``sign == 1.0`` and ``logabsdet`` is log det A.
+
+    Attributes
+    ----------
+    sign : float or complex
+    logabsdet : float
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> cache = sv.init(sv.LinearProblem(np.array([[0.0, 2.0], [3.0, 1.0]])), sv.LU())
+    >>> sign, logabsdet = cache.logdet()                  # det = −6
+    >>> float(sign), round(float(np.exp(logabsdet)), 12)
+    (-1.0, 6.0)
+    """
+
+    sign: float | complex
+    logabsdet: float
+
+
+class SelectedInverse:
+    """The entries of A⁻¹ on the filled pattern of A's factorization (from :func:`selected_inverse`).
+
+    Holds Z = (Pr A Pc)⁻¹ in the factor's supernodal layout and the two permutations. Queries
+    are in A's own indices. Memory: ``nbytes`` (one copy of the factor's values plus its
+    integer structure); no n×n array unless the factorization was dense.
+
+    Attributes
+    ----------
+    shape : (n, n)
+    dtype : numpy dtype of the entries (the factor's precision)
+    engine : str
+        Which factorization it came from ('CHOLMOD', 'SuperLU', 'dense').
+    nnz : int
+        Entries held (the filled pattern's, counted once per stored slot).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.csr_array(np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]]))
+    >>> S = sv.selected_inverse(sv.init(sv.LinearProblem(A), sv.LU()))
+    >>> bool(np.allclose(S.diagonal(), np.diag(np.linalg.inv(A.toarray()))))
+    True
+    """
+
+    def __init__(self, engine, shape, dtype, layout, XL, XU, hermitian, irp, icp):
+        self.engine, self.shape, self.dtype = engine, shape, np.dtype(dtype)
+        self._layout = layout  # (sup, rp, rows, xp, c2s)
+        self._XL, self._XU, self._hermitian = XL, XU, hermitian
+        self._irp, self._icp = irp, icp  # A⁻¹[r, c] = Z[icp[r], irp[c]]
+
+    @property
+    def nnz(self) -> int:
+        """Entries held: the slots of the supernodal layout (the filled pattern, padded)."""
+        return int(self._XL.size)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array held (values, structure, permutations)."""
+        arrays = [*self._layout, self._XL, self._XU, self._irp, self._icp]
+        return int(sum(a.nbytes for a in arrays))
+
+    def __repr__(self) -> str:
+        return (f"SelectedInverse({self.engine}, n={self.shape[0]}, nnz={self.nnz}, "
+                f"dtype={self.dtype.name})")
+
+    def lookup(self, rows, cols):
+        """(values, found): A⁻¹[rows[k], cols[k]] where the filled pattern holds it.
+
+        ``found[k]`` is False (and ``values[k]`` 0) outside the pattern; every position of A's
+        pattern, of its transpose and of the diagonal is found. O(log nnz) per position.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = np.asarray(cols, dtype=np.int64)
+        out = np.zeros(rows.shape[0], dtype=self._XL.dtype)
+        found = np.zeros(rows.shape[0], dtype=np.bool_)
+        sup, rp, rw, xp, c2s = self._layout
+        K.lookup(self._icp[rows], self._irp[cols], sup, rp, rw, xp, c2s, self._XL, self._XU,
+                 self._hermitian, out, found)
+        return out, found
+
+    def sample(self, rows, cols):
+        """A⁻¹[rows[k], cols[k]] as a 1-D array; ValueError naming a position outside the
+        filled pattern (``lo.sample`` of the lazy inverse solves for those instead)."""
+        out, found = self.lookup(rows, cols)
+        if not found.all():
+            k = int(np.flatnonzero(~found)[0])
+            raise ValueError(f"A⁻¹[{int(np.asarray(rows)[k])}, {int(np.asarray(cols)[k])}] is "
+                             f"outside the filled pattern of the factorization ({int((~found).sum())} "
+                             f"such positions); sample the lazy inverse (lo.sample), which solves "
+                             f"for those columns")
+        return out
+
+    def diagonal(self):
+        """diag(A⁻¹), O(n)."""
+        i = np.arange(self.shape[0])
+        return self.sample(i, i)
+
+
+@dataclass(frozen=True)
+class Eigenpairs:
+    """Eigenvalues (ascending) and orthonormal eigenvectors from :func:`eigsh`.
+
+    Attributes
+    ----------
+    values : ndarray (k,), real
+    vectors : ndarray (n, k)
+        Column i belongs to ``values[i]``; read-only.
+    A : lo.LinearOperator
+        The operator they belong to (a snapshot).
+    sigma : float or None
+        The shift, or None for Lanczos on A.
+    cache : LinearCache or None
+        The factorization of A − σI (None without σ); pullbacks reuse it.
+    residuals : ndarray (k,)
+        ‖A vᵢ − λᵢ vᵢ‖₂.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> A = sp.diags([1.0, 2.0, 3.0, 4.0, 5.0]).tocsr()
+    >>> e = sv.eigsh(A, 2, sigma=0.0)
+    >>> e.values.round(12).tolist(), e.cache.stats.factorizations
+    ([1.0, 2.0], 1)
+    """
+
+    values: Any
+    vectors: Any
+    A: Any
+    sigma: float | None
+    cache: Any
+    residuals: Any
+
+
+@dataclass(frozen=True)
+class LogDetEstimate:
+    """A Monte-Carlo estimate of log det A (Hermitian positive definite A), from
+    :func:`logdet_estimate`.
+
+    Attributes
+    ----------
+    value : float
+        The estimate of log det A (mean over the probes).
+    stderr : float
+        Its standard error (sample standard deviation / √probes): a 95 % interval is about
+        value ± 2·stderr. Excludes the quadrature error (see ``quadrature_change``).
+    samples : ndarray (probes,)
+        The per-probe estimates.
+    probes : ndarray (n, probes)
+        The Rademacher vectors used (``adjoints.logdet_estimate_pullback`` reuses them).
+    steps : int
+        Lanczos steps per probe.
+    quadrature_change : float
+        max over probes of |quadrature(steps) − quadrature(steps − 1)|: small against
+        ``stderr`` means the steps suffice.
+    A : lo.LinearOperator
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> A = 3 * np.eye(100) + np.eye(100, k=1) + np.eye(100, k=-1)
+    >>> est = sv.logdet_estimate(A, probes=64, seed=1)
+    >>> exact = float(np.linalg.slogdet(A)[1])
+    >>> bool(abs(est.value - exact) < 4 * est.stderr), est.stderr > 0
+    (True, True)
+    """
+
+    value: float
+    stderr: float
+    samples: Any
+    probes: Any
+    steps: int
+    quadrature_change: float
+    A: Any
+
+    def __repr__(self) -> str:
+        return (f"LogDetEstimate(value={self.value:.6g} ± {self.stderr:.2g} (1 s.e.), "
+                f"probes={self.samples.size}, steps={self.steps}; an estimate, not exact)")

@@ -33,7 +33,7 @@ PACKAGES = ("linops", "solvers", "adjoints")
 HAVE_JAX = importlib.util.find_spec("jax") is not None
 # the namespaces a user imports names from; adjoints.jax only where jax is installed
 NAMESPACES = PACKAGES + (("adjoints.jax",) if HAVE_JAX else ())
-# Public names whose docstrings live in a file another change owns right now (solvers/_petsc.py):
+# Public names whose docstrings live in a file another change owns right now (solvers/_engines/petsc.py):
 # expected to fail until that file documents them; strict, so the entry goes once they pass.
 PENDING: dict = {}
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

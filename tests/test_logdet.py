@@ -20,7 +20,7 @@ import solvers as sv
 
 HAVE_CHOLMOD = sv.cholmod_available()
 try:
-    from solvers._pardiso import pardiso_available
+    from solvers._engines.pardiso import pardiso_available
 
     HAVE_PARDISO = pardiso_available()
 except Exception:  # pragma: no cover

@@ -15,7 +15,7 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 from linops._affine import AffineSparse
-from solvers._amg import AMGReuse
+from solvers._engines.amg import AMGReuse
 
 STEPS = 5
 
@@ -221,7 +221,7 @@ def test_ruge_stuben_numeric_rebuild_is_a_full_setup():
 
 # ----- PARDISO and Auto in the same loop ---------------------------------------------------------
 def test_pardiso_loop():
-    from solvers._pardiso import pardiso_available
+    from solvers._engines.pardiso import pardiso_available
 
     if not pardiso_available():
         pytest.skip('pypardiso not installed: pip install "linops[pardiso]"')

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 import linops as lo
 import solvers as sv
-from solvers import _pardiso
+from solvers._engines import pardiso as _pardiso
 
 HAVE = _pardiso.pardiso_available()
 needs_pardiso = pytest.mark.skipif(not HAVE, reason='pypardiso (MKL) not installed: '

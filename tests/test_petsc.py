@@ -268,7 +268,7 @@ def test_bench_petsc_validates_before_running(petsc_available, capsys, args, mes
 
 
 def test_info_lines_name_the_verified_solvers(petsc_available):
-    from solvers._petsc import transpose_support
+    from solvers._engines.petsc import transpose_support
 
     lines = transpose_support()
     text = "\n".join(lines)

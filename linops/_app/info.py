@@ -4,7 +4,7 @@ Three parts, none written here: ``lo.show_config()`` (versions, and the backend 
 each array backend has and, for what it lacks, the alternative), ``sv.show_config()`` (the
 algorithm registry: every algorithm, what it takes, how it serves adjoint solves, whether
 ``adjoints.jax`` has it, whether it runs here) and the PETSc transposed-solve table that
-``solvers._petsc`` keeps (which KSP + PC combinations transpose correctly, as measured).
+``solvers._engines.petsc`` keeps (which KSP + PC combinations transpose correctly, as measured).
 
 A new backend capability, a newly registered solver engine or a new row of the PETSc table
 appears here without an edit to this file.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import linops as lo
 import solvers as sv
-from solvers._petsc import transpose_support
+from solvers._engines.petsc import transpose_support
 
 
 def petsc_lines() -> list[str]:
@@ -23,7 +23,7 @@ def petsc_lines() -> list[str]:
     Returns
     -------
     list of str
-        ``solvers._petsc.transpose_support()``'s lines (one when petsc4py is not installed,
+        ``solvers._engines.petsc.transpose_support()``'s lines (one when petsc4py is not installed,
         saying how to install it); if the table cannot be produced — petsc4py installed but
         broken — one line with the error instead of a traceback.
 
@@ -35,7 +35,7 @@ def petsc_lines() -> list[str]:
         lines = transpose_support()
     except Exception as e:  # petsc4py imports but PETSc does not start: say so, keep the rest
         return [f"PETSc: the transposed-solve table is unavailable ({type(e).__name__}: {e})"]
-    return ["PETSc transposed solves (adjoints), from solvers._petsc's measured table:",
+    return ["PETSc transposed solves (adjoints), from solvers._engines.petsc's measured table:",
             *(f"  {line}" for line in lines)]
 
 

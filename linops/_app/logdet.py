@@ -369,7 +369,7 @@ def main(argv=None) -> list[dict]:
     rows = []
     for eng in args.engines:
         if eng == "pardiso":
-            continue  # PARDISO gives log det, not a selected inverse: see solvers._selinv
+            continue  # PARDISO gives log det, not a selected inverse: see solvers._factors.selinv
         print(f"[{time.strftime('%H:%M:%S')}] value+grad {eng} nx={args.nx}", file=sys.stderr)
         rows.append(_child(f"measure_value_grad({eng!r}, {args.nx})", args.timeout))
     print(f"[{time.strftime('%H:%M:%S')}] workaround nx={args.nx_workaround}", file=sys.stderr)

@@ -8,7 +8,7 @@ at setup), the setup events an adjoint solve triggered, and the true residual â€
 import numpy as np
 from _common import COMM, MPI, emit, events, delta, lo, sv
 from petsc4py import PETSc
-from solvers._petsc import TransposeNotSupportedError
+from solvers._engines.petsc import TransposeNotSupportedError
 
 N = 2000
 

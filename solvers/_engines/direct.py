@@ -22,11 +22,11 @@ import numpy as np
 import linops as lo
 from linops.internals import backend_named, diagonal_of, structure, to_numpy
 
-from ._checks import as_dense_array, backend_of_problem, cast_rhs, precision, rcond_tol, split_complex
-from ._contract import Algorithm, Factor
-from ._errors import BackendNotSupported, NotPositiveDefiniteError, SingularMatrixError
-from ._logdet import LogDet, from_diagonal, superlu_logdet
-from ._registry import register
+from .._checks import as_dense_array, backend_of_problem, cast_rhs, precision, rcond_tol, split_complex
+from .._contract import Algorithm, Factor
+from .._errors import BackendNotSupported, NotPositiveDefiniteError, SingularMatrixError
+from .._factors.logdet import LogDet, from_diagonal, superlu_logdet
+from .._registry import register
 
 _TRANS = {"N": 0, "T": 1, "H": 2}
 
@@ -178,7 +178,7 @@ class DenseLUFactor(Factor):
         return from_diagonal(self.be.xp.diagonal(lu), -1 if swaps % 2 else 1)
 
     def selected_inverse(self, shape):
-        from . import _selinv
+        from .._factors import selinv as _selinv
 
         return _selinv.dense(self, shape)
 
@@ -240,7 +240,7 @@ class SparseLUFactor(Factor):
         if not self.be.host_factors:
             raise BackendNotSupported("selected inversion of a cupyx SuperLU factor is not wired;"
                                       " factorize on the host (numpy arrays) with sv.LU()")
-        from . import _selinv
+        from .._factors import selinv as _selinv
 
         return _selinv.superlu(self, shape)
 
@@ -406,7 +406,7 @@ class DenseCholeskyFactor(Factor):
         return from_diagonal(d.astype(np.float64) ** 2)
 
     def selected_inverse(self, shape):
-        from . import _selinv
+        from .._factors import selinv as _selinv
 
         return _selinv.dense(self, shape)
 
@@ -467,7 +467,7 @@ class CholmodFactor(Factor):
         return from_diagonal(np.real(self.factor.D()))
 
     def selected_inverse(self, shape):
-        from . import _selinv
+        from .._factors import selinv as _selinv
 
         return _selinv.cholmod(self, shape)
 

@@ -20,38 +20,12 @@ calls the helpers here; the contract's default raises.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
 from linops.internals import to_numpy
 
-from ._errors import BackendNotSupported, SingularMatrixError
-
-
-class LogDet(NamedTuple):
-    """(sign, logabsdet) of a determinant, as ``numpy.linalg.slogdet`` returns it.
-
-    det A = sign · exp(logabsdet). ``sign`` is ±1.0 for real A and a complex number of modulus 1
-    for complex A; ``logabsdet`` = log|det A| is a float. For a positive definite A,
-    ``sign == 1.0`` and ``logabsdet`` is log det A.
-
-    Attributes
-    ----------
-    sign : float or complex
-    logabsdet : float
-
-    Examples
-    --------
-    >>> import numpy as np, solvers as sv
-    >>> cache = sv.init(sv.LinearProblem(np.array([[0.0, 2.0], [3.0, 1.0]])), sv.LU())
-    >>> sign, logabsdet = cache.logdet()                  # det = −6
-    >>> float(sign), round(float(np.exp(logabsdet)), 12)
-    (-1.0, 6.0)
-    """
-
-    sign: float | complex
-    logabsdet: float
+from .._errors import BackendNotSupported, SingularMatrixError
+from .._results import LogDet
 
 
 def permutation_sign(perm) -> int:
@@ -63,7 +37,7 @@ def permutation_sign(perm) -> int:
     (1, -1, 1)
     """
     p = np.asarray(perm, dtype=np.int64)
-    from ._selinv_kernels import cycle_count
+    from .selinv_kernels import cycle_count
 
     return 1 if (p.size - cycle_count(p)) % 2 == 0 else -1
 

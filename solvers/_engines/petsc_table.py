@@ -2,7 +2,7 @@
 
 This is the part of the PETSc engine that changes with each PETSc release: which KSP/PC/factor
 combinations return a correct ``KSPSolveTranspose`` (measured), which are silently wrong, which
-crash. ``solvers._petsc`` routes or refuses the bad ones and verifies every combination that is
+crash. ``solvers._engines.petsc`` routes or refuses the bad ones and verifies every combination that is
 not here (or on another version) with one random right-hand side at setup. Whatever the table
 says, a transposed solution is accepted only against the true Aᵀ (Aᴴ).
 

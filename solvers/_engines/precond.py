@@ -5,7 +5,7 @@ Which backend has which: the table's ``amg``, ``ilu`` and ``jacobi`` capabilitie
 only; ILU: numpy and cupy; Jacobi: everywhere). A missing one raises BackendNotSupported naming
 the alternative.
 
-A preconditioner spec (``AMG`` in ``solvers._amg``, ``ILU``, ``Jacobi``) is a frozen options
+A preconditioner spec (``AMG`` in ``solvers._engines.amg``, ``ILU``, ``Jacobi``) is a frozen options
 record; its ``build(A, hermitian, be)`` makes the applied object (a :class:`Preconditioner`),
 once per cache, at ``init``; ``cache.update`` asks the applied object for its successor
 (:meth:`Preconditioner.updated`: rebuilt by default, AMG applies its reuse policy). Pass the
@@ -28,8 +28,8 @@ import numpy as np
 import linops as lo
 from linops.internals import csr_parts, to_numpy
 
-from ._checks import split_complex
-from ._errors import SingularMatrixError
+from .._checks import split_complex
+from .._errors import SingularMatrixError
 
 
 class Preconditioner:

@@ -18,11 +18,11 @@ import numpy as np
 import linops as lo
 from linops.internals import ShapeError, snapshot, to_numpy
 
-from ._checks import split_complex
-from ._contract import Algorithm
-from ._krylov import IterativeFactor, check_spec
-from ._precond import Preconditioner, sparse_only
-from ._registry import register
+from .._checks import split_complex
+from .._contract import Algorithm
+from .krylov import IterativeFactor, check_spec
+from .precond import Preconditioner, sparse_only
+from .._registry import register
 
 
 @register("amg", "algebraic multigrid (pyamg): a preconditioner, or pyamg's cycles as a solver",
@@ -63,7 +63,7 @@ class AMG(Algorithm):
         Smoothed aggregation (default) or Ruge–Stüben (``pyamg.ruge_stuben_solver``).
     rtol, atol, maxiter, accel, x0
         Only for the standalone solver: tolerance of the cycle iteration (default 1e-10; the
-        acceptance policy of ``solvers._krylov`` applies), number of cycles (200), pyamg's
+        acceptance policy of ``solvers._engines.krylov`` applies), number of cycles (200), pyamg's
         Krylov acceleration (``accel="cg"``, ...; None: plain cycles), initial guess.
     options : dict
         Passed to pyamg's solver constructor (``{"strength": "symmetric", "max_levels": 5}``).

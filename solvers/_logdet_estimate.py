@@ -14,61 +14,13 @@ Never exact, and never presented as exact: for a factorizable A use ``cache.logd
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 import linops as lo
 from linops.internals import ShapeError, to_numpy
 
 from ._errors import SingularMatrixError
-
-
-@dataclass(frozen=True)
-class LogDetEstimate:
-    """A Monte-Carlo estimate of log det A (Hermitian positive definite A), from
-    :func:`logdet_estimate`.
-
-    Attributes
-    ----------
-    value : float
-        The estimate of log det A (mean over the probes).
-    stderr : float
-        Its standard error (sample standard deviation / √probes): a 95 % interval is about
-        value ± 2·stderr. Excludes the quadrature error (see ``quadrature_change``).
-    samples : ndarray (probes,)
-        The per-probe estimates.
-    probes : ndarray (n, probes)
-        The Rademacher vectors used (``adjoints.logdet_estimate_pullback`` reuses them).
-    steps : int
-        Lanczos steps per probe.
-    quadrature_change : float
-        max over probes of |quadrature(steps) − quadrature(steps − 1)|: small against
-        ``stderr`` means the steps suffice.
-    A : lo.LinearOperator
-
-    Examples
-    --------
-    >>> import numpy as np, solvers as sv
-    >>> A = 3 * np.eye(100) + np.eye(100, k=1) + np.eye(100, k=-1)
-    >>> est = sv.logdet_estimate(A, probes=64, seed=1)
-    >>> exact = float(np.linalg.slogdet(A)[1])
-    >>> bool(abs(est.value - exact) < 4 * est.stderr), est.stderr > 0
-    (True, True)
-    """
-
-    value: float
-    stderr: float
-    samples: Any
-    probes: Any
-    steps: int
-    quadrature_change: float
-    A: Any
-
-    def __repr__(self) -> str:
-        return (f"LogDetEstimate(value={self.value:.6g} ± {self.stderr:.2g} (1 s.e.), "
-                f"probes={self.samples.size}, steps={self.steps}; an estimate, not exact)")
+from ._results import LogDetEstimate
 
 
 def logdet_estimate(A, *, probes: int = 32, steps: int = 40, seed: int | None = 0) -> LogDetEstimate:

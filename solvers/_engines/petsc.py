@@ -26,14 +26,14 @@ import numpy as np
 import linops as lo
 from linops.internals import ShapeError, structure
 
-from ._acceptance import attainable, backward_error, verdict
-from ._checks import hermitian_defect, hermitian_tol, rcond_tol
-from ._contract import Algorithm, Factor
-from ._errors import BackendNotSupported, ConvergenceError, SingularMatrixError, SolveError
-from ._petsc_table import (BAD_COMPONENTS, SEQUENTIAL_FACTOR, SYMMETRIC_KSP, TABLE_VERSION,
+from .._acceptance import attainable, backward_error, verdict
+from .._checks import hermitian_defect, hermitian_tol, rcond_tol
+from .._contract import Algorithm, Factor
+from .._errors import BackendNotSupported, ConvergenceError, SingularMatrixError, SolveError
+from .petsc_table import (BAD_COMPONENTS, SEQUENTIAL_FACTOR, SYMMETRIC_KSP, TABLE_VERSION,
                            TRANSPOSE_TABLE)
-from ._registry import register
-from ._results import Status
+from .._registry import register
+from .._results import Status
 
 DIRECT_BACKWARD_TOL = 1e-8   # ‖b − A x‖ / (‖A‖·‖x‖ + ‖b‖) accepted from a direct (preonly) solve
 RESTARTS = 3
@@ -487,7 +487,7 @@ class _PETScFactor(Factor):
         hold no factorization of A (BackendNotSupported naming a direct solver); a complex
         build's Cholesky is refused (MUMPS factorizes complex matrices as symmetric LDLᵀ, not
         Hermitian: not verified here)."""
-        from ._logdet import LogDet
+        from .._factors.logdet import LogDet
 
         if self._retired:
             raise RuntimeError("this PETSc factor was replaced by update() or closed; use the "

@@ -31,13 +31,13 @@ import numpy as np
 import linops as lo
 from linops.internals import csr_parts, to_numpy
 
-from ._checks import backend_of_problem, cast_rhs, hint_text, is_hermitian, precision, \
+from .._checks import backend_of_problem, cast_rhs, hint_text, is_hermitian, precision, \
     rcond_tol
-from ._contract import Algorithm, Factor
-from ._direct import check_rtol, not_posdef
-from ._errors import BackendNotSupported, HintWarning, SingularMatrixError, SolveError, \
+from .._contract import Algorithm, Factor
+from .direct import check_rtol, not_posdef
+from .._errors import BackendNotSupported, HintWarning, SingularMatrixError, SolveError, \
     warn_caller
-from ._registry import register
+from .._registry import register
 
 INSTALL = 'pip install "linops[pardiso]"'
 ANALYSIS, NUMERIC, SOLVE, RELEASE_ONE, RELEASE = 11, 22, 33, 0, -1
@@ -450,7 +450,7 @@ class PardisoFactor(Factor):
     def logdet(self):
         """The Hermitian positive definite types: Σ log of the pivots (O(n)); the unsymmetric
         ones raise BackendNotSupported (MKL factorizes a scaled, matched matrix)."""
-        from ._logdet import pardiso_logdet
+        from .._factors.logdet import pardiso_logdet
 
         return pardiso_logdet(self)
 

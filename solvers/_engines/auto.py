@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import linops as lo
 from linops.internals import structure
 
-from ._checks import backend_of_problem, hint_text, is_hermitian
-from ._contract import Algorithm, Factor
-from ._direct import LU, Cholesky, DiagonalSolve
-from ._errors import HintWarning, NotPositiveDefiniteError, warn_caller
-from ._krylov import CG, GMRES
-from ._amg import AMG
-from ._registry import entry, register
-from ._woodbury import Woodbury
+from .._checks import backend_of_problem, hint_text, is_hermitian
+from .._contract import Algorithm, Factor
+from .direct import LU, Cholesky, DiagonalSolve
+from .._errors import HintWarning, NotPositiveDefiniteError, warn_caller
+from .krylov import CG, GMRES
+from .amg import AMG
+from .._registry import entry, register
+from .woodbury import Woodbury
 
 
 @register("auto", "the default: chooses by structure, size, what is installed and checked hints",

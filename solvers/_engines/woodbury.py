@@ -12,9 +12,9 @@ from typing import Any
 
 from linops.internals import backend_of, low_rank_split
 
-from ._contract import Algorithm, Factor
-from ._errors import SingularMatrixError, SolveError
-from ._registry import register, resolve
+from .._contract import Algorithm, Factor
+from .._errors import SingularMatrixError, SolveError
+from .._registry import register, resolve
 
 
 @register("woodbury", "B + U Vᴴ from B's factorization and a k×k capacitance system",

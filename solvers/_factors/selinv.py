@@ -5,7 +5,7 @@ the factor, (L + U)ᵀ's, from the factor alone: no solve, no dense column. Ever
 a stored position of A (what ∂ log det A / ∂A = A⁻ᴴ needs on A's pattern, what a parameter
 family needs for tr(A⁻¹Kᵢ), the diagonal of A⁻¹) lies in that pattern. Cost: about twice the
 flops of the numeric factorization; memory: one copy of the factor's values
-(see :mod:`solvers._selinv_kernels`).
+(see :mod:`solvers._factors.selinv_kernels`).
 
 Engines (reached through the factor attributes the solvers keep stable):
 
@@ -33,125 +33,12 @@ import numpy as np
 
 from linops.internals import to_numpy
 
-from . import _selinv_kernels as K
-from ._errors import BackendNotSupported
-
-
-class SelectedInverse:
-    """The entries of A⁻¹ on the filled pattern of A's factorization (from :func:`selected_inverse`).
-
-    Holds Z = (Pr A Pc)⁻¹ in the factor's supernodal layout and the two permutations. Queries
-    are in A's own indices. Memory: ``nbytes`` (one copy of the factor's values plus its
-    integer structure); no n×n array unless the factorization was dense.
-
-    Attributes
-    ----------
-    shape : (n, n)
-    dtype : numpy dtype of the entries (the factor's precision)
-    engine : str
-        Which factorization it came from ('CHOLMOD', 'SuperLU', 'dense').
-    nnz : int
-        Entries held (the filled pattern's, counted once per stored slot).
-
-    Examples
-    --------
-    >>> import numpy as np, scipy.sparse as sp, solvers as sv
-    >>> A = sp.csr_array(np.array([[4.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 2.0]]))
-    >>> S = sv.selected_inverse(sv.init(sv.LinearProblem(A), sv.LU()))
-    >>> bool(np.allclose(S.diagonal(), np.diag(np.linalg.inv(A.toarray()))))
-    True
-    """
-
-    def __init__(self, engine, shape, dtype, layout, XL, XU, hermitian, irp, icp):
-        self.engine, self.shape, self.dtype = engine, shape, np.dtype(dtype)
-        self._layout = layout  # (sup, rp, rows, xp, c2s)
-        self._XL, self._XU, self._hermitian = XL, XU, hermitian
-        self._irp, self._icp = irp, icp  # A⁻¹[r, c] = Z[icp[r], irp[c]]
-
-    @property
-    def nnz(self) -> int:
-        """Entries held: the slots of the supernodal layout (the filled pattern, padded)."""
-        return int(self._XL.size)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of every array held (values, structure, permutations)."""
-        arrays = [*self._layout, self._XL, self._XU, self._irp, self._icp]
-        return int(sum(a.nbytes for a in arrays))
-
-    def __repr__(self) -> str:
-        return (f"SelectedInverse({self.engine}, n={self.shape[0]}, nnz={self.nnz}, "
-                f"dtype={self.dtype.name})")
-
-    def lookup(self, rows, cols):
-        """(values, found): A⁻¹[rows[k], cols[k]] where the filled pattern holds it.
-
-        ``found[k]`` is False (and ``values[k]`` 0) outside the pattern; every position of A's
-        pattern, of its transpose and of the diagonal is found. O(log nnz) per position.
-        """
-        rows = np.asarray(rows, dtype=np.int64)
-        cols = np.asarray(cols, dtype=np.int64)
-        out = np.zeros(rows.shape[0], dtype=self._XL.dtype)
-        found = np.zeros(rows.shape[0], dtype=np.bool_)
-        sup, rp, rw, xp, c2s = self._layout
-        K.lookup(self._icp[rows], self._irp[cols], sup, rp, rw, xp, c2s, self._XL, self._XU,
-                 self._hermitian, out, found)
-        return out, found
-
-    def sample(self, rows, cols):
-        """A⁻¹[rows[k], cols[k]] as a 1-D array; ValueError naming a position outside the
-        filled pattern (``lo.sample`` of the lazy inverse solves for those instead)."""
-        out, found = self.lookup(rows, cols)
-        if not found.all():
-            k = int(np.flatnonzero(~found)[0])
-            raise ValueError(f"A⁻¹[{int(np.asarray(rows)[k])}, {int(np.asarray(cols)[k])}] is "
-                             f"outside the filled pattern of the factorization ({int((~found).sum())} "
-                             f"such positions); sample the lazy inverse (lo.sample), which solves "
-                             f"for those columns")
-        return out
-
-    def diagonal(self):
-        """diag(A⁻¹), O(n)."""
-        i = np.arange(self.shape[0])
-        return self.sample(i, i)
+from . import selinv_kernels as K
+from .._errors import BackendNotSupported
+from .._results import SelectedInverse
 
 
 # ----- engines -----------------------------------------------------------------------------------
-def selected_inverse(cache) -> SelectedInverse:
-    """The selected inverse of a cache's factorization: A⁻¹ on its filled pattern, once.
-
-    No solve and no new factorization (``cache.stats`` does not change): the Takahashi
-    recurrences run on the factor the cache holds. Cost: about twice the factorization's
-    flops; memory one copy of the factor's values (see the module notes). Keep the result to
-    query it many times; ``lo.sample`` / ``lo.project`` of :func:`solvers.inverse` compute one
-    per call.
-
-    Parameters
-    ----------
-    cache : LinearCache
-        With CHOLMOD, SuperLU, dense LU or dense Cholesky factors.
-
-    Returns
-    -------
-    SelectedInverse
-
-    Raises
-    ------
-    BackendNotSupported
-        An iterative cache, PARDISO (MKL exposes no factor), or a cupy/jax-device factor; the
-        message names a factorization that works.
-
-    Examples
-    --------
-    >>> import numpy as np, scipy.sparse as sp, solvers as sv
-    >>> A = sp.csr_array(np.array([[2.0, 1.0], [1.0, 2.0]]))
-    >>> S = selected_inverse(sv.init(sv.LinearProblem(A), sv.LU()))
-    >>> (S.diagonal() * 3).round(12).tolist()             # A⁻¹ = [[2, -1], [-1, 2]] / 3
-    [2.0, 2.0]
-    """
-    return cache.factor.selected_inverse(cache.A.shape)
-
-
 def _layout_arrays(sup, rp, rows, xp):
     n = int(sup[-1])
     return (sup, rp, rows, xp, K.col_to_super(n, sup))

@@ -66,12 +66,12 @@ import linops as lo
 from linops.internals import (ShapeError, abs_apply, adjoint_view, backend_named, csr_parts,
                               is_array, to_numpy)
 
-from ._acceptance import attainable, backward_error, verdict
-from ._checks import backend_of_problem, default_rtol, eps, precision
-from ._contract import Algorithm, Factor
-from ._errors import ConvergenceError
-from ._registry import register
-from ._results import Status
+from .._acceptance import attainable, backward_error, verdict
+from .._checks import backend_of_problem, default_rtol, eps, precision
+from .._contract import Algorithm, Factor
+from .._errors import ConvergenceError
+from .._registry import register
+from .._results import Status
 
 RESTARTS = 4       # restarts after a convergence claim the true residual denies (step 3)
 KRYLOV_STRUCTURES = ("dense", "sparse", "diagonal", "lowrank", "matrixfree")
