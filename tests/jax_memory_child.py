@@ -142,8 +142,8 @@ def call(fn, name, th, i):
 def main(name: str, calls: int) -> dict:
     fns, th = patterns()
     pattern = name
-    if name.endswith("-host"):  # the sparse products on the host (adjoints._jax_spmm), forced
-        from adjoints import _jax_spmm
+    if name.endswith("-host"):  # the sparse products on the host (adjoints.jax._spmm), forced
+        from adjoints.jax import _spmm as _jax_spmm
 
         _jax_spmm.HOST_MIN_NNZ = 0
         real = _jax_spmm._host_callback

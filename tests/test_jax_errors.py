@@ -183,7 +183,7 @@ def _gpu_devices():
 def test_gpu_branch_runs_on_cpu_too():
     """The device-resident branch (cuSOLVER spsolve on a GPU; jax's scipy fallback of spsolve
     on the CPU) is a custom_linear_solve, so every transform works; checked here on the CPU."""
-    from adjoints._jax_solves import gpu_sparse_factor
+    from adjoints.jax._solves import gpu_sparse_factor
     from jax.test_util import check_grads
 
     S = sp.random(N, N, 0.4, random_state=3, format="csr") + sp.eye(N, format="csr") * 4

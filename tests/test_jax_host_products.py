@@ -22,7 +22,7 @@ from jax.test_util import check_grads
 
 import linops as lo
 import adjoints.jax as adj
-from adjoints import _jax_spmm
+from adjoints.jax import _spmm as _jax_spmm
 from test_jax_cases import (CORE, FULL, battery_inputs, compare, jit_both, make_b, make_case,
                             rhs, rtol_for, scalar_loss)
 

@@ -1,5 +1,5 @@
 """Host factorizations under JAX: exactly one per linearization point, kept no longer than the
-policy of adjoints._jax_host says (straight-line computations: freed by their last solve;
+policy of adjoints.jax._host says (straight-line computations: freed by their last solve;
 loops: at most one generation per compiled site), and correctness independent of how long
 they are kept. Memory itself (RSS) is measured in test_jax_memory.py."""
 
@@ -17,8 +17,8 @@ import scipy.sparse as sp
 import linops as lo
 import solvers as sv
 import adjoints.jax as adj
-from adjoints import _jax_host
-from adjoints._jax_registry import REGISTRY
+from adjoints.jax import _host as _jax_host
+from adjoints.jax._live import REGISTRY
 
 rng = np.random.default_rng(2)
 N = 10

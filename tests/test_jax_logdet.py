@@ -15,7 +15,7 @@ from jax.test_util import check_grads  # noqa: E402
 import adjoints.jax as adj  # noqa: E402
 import linops as lo  # noqa: E402
 import solvers as sv  # noqa: E402
-from adjoints import _jax_logdet  # noqa: E402
+from adjoints.jax import _logdet as _jax_logdet  # noqa: E402
 
 
 def _matrix(kind: str, n: int = 40, seed: int = 0):

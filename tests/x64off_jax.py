@@ -139,7 +139,7 @@ def test_errors_under_jit_x64_off():
 def test_host_products_x64_off():
     """A pattern above HOST_MIN_NNZ (its products and value cotangent on the host, issue 16
     finding 20) in float32: the gradient's dtype stays float32 and equals the gather path's."""
-    from adjoints import _jax_spmm
+    from adjoints.jax import _spmm as _jax_spmm
 
     fam, b = lo.testing.poisson_family(90)
     K = fam(np.linspace(0.5, 1.5, fam.n_params))

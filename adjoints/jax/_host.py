@@ -21,7 +21,7 @@ Two primitives:
       columns of ONE call: vmap/jacrev/jacfwd over b is one multi-RHS solve).
 
 Where factorizations are made. ``adjoints.jax`` binds ``factorize_p`` in the trace that owns
-A's values (``adjoints._jax_factor``), memoized per (values, spec): a loop body (scan,
+A's values (``adjoints.jax._factor``), memoized per (values, spec): a loop body (scan,
 fori_loop, while_loop) that solves with a matrix built outside it does not factorize inside
 the loop — the factorization is made once, before the loop, and every step's solve and every
 cotangent solve of the backward loop use its key; a Python loop under jit that solves 50 times
@@ -54,13 +54,13 @@ Who owns a factorization:
   refactorizes from the values it receives (``stats().misses``), except for an explicit
   ``adj.factorize`` whose computation has ended, which is refused (``ExpiredFactorizationError``).
 
-Factorizations are made and freed on one thread (:data:`adjoints._jax_registry.HOST`;
+Factorizations are made and freed on one thread (:data:`adjoints.jax._live.HOST`;
 SuperLU leaks a factor freed on another thread than the one that made it); solves run on the
 thread XLA calls them on.
 
 Errors: the eager impls raise the ``solvers`` exception itself; the jit callbacks never raise
 inside XLA (that would bury the message), they return a status id that
-:mod:`adjoints._jax_errors` turns into a run-time failure whose first line names the problem.
+:mod:`adjoints.jax._errors` turns into a run-time failure whose first line names the problem.
 
 Example (eager; ``adjoints.jax.solve`` and ``adjoints.jax.factorize`` are the public way in):
 
@@ -93,10 +93,10 @@ from jax.interpreters import ad, batching, mlir
 import linops as lo
 import solvers as sv
 
-from ._jax_errors import add_error_hook, emit_check, record
-from ._jax_registry import (EAGER, HOST, REGISTRY, Entry, Stats, live, probe_of, reset_stats,
+from ._errors import add_error_hook, emit_check, record
+from ._live import (EAGER, HOST, REGISTRY, Entry, Stats, live, probe_of, reset_stats,
                             same_values, stats)
-from ._jax_spmm import align_batch, spmm_p, sum_to_shape
+from ._spmm import align_batch, spmm_p, sum_to_shape
 
 __all__ = ["Stats", "stats", "reset_stats", "live", "Spec", "Site", "SiteState", "factorize",
            "host_solve", "ExpiredFactorizationError"]
@@ -124,7 +124,7 @@ class ExpiredFactorizationError(RuntimeError):
     >>> F.solve(jnp.ones(2))
     Traceback (most recent call last):
     ...
-    adjoints._jax_host.ExpiredFactorizationError: adj.factorize: this factorization was made ...
+    adjoints.jax._host.ExpiredFactorizationError: adj.factorize: this factorization was made ...
     """
 
 

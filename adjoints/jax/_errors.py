@@ -14,7 +14,7 @@ The handler is a ctypes function registered with ``jax.ffi.register_ffi_target``
 status buffer through the documented XLA FFI C ABI (``xla/ffi/api/c_api.h``). On other platforms
 (GPU) the check is a host callback that raises, so the message arrives but is not on line one.
 
-Host callbacks (sparse factorizations in :mod:`adjoints._jax_host`) never raise inside XLA:
+Host callbacks (sparse factorizations in :mod:`adjoints.jax._host`) never raise inside XLA:
 they record the exception with :func:`record` and return its id as their status.
 
 Messages are registered once, at import or trace time (:func:`register_message`), and only their

@@ -5,7 +5,7 @@ and the GPU sparse branch (cuSOLVER ``spsolve``). ``custom_linear_solve`` gets t
 (differentiable in every array the operator holds), a solve and a transpose solve that close
 over the factors; JAX derives jvp, vjp, vmap and every higher order from it, and each tangent or
 cotangent solve reuses the SAME factors, whose lifetime XLA manages (they are ordinary
-intermediate buffers). Failures go through :mod:`adjoints._jax_errors`: named exceptions when
+intermediate buffers). Failures go through :mod:`adjoints.jax._errors`: named exceptions when
 eager, a first-line message under jit, never a silent Inf/NaN. Cost of the checks: O(n·k)
 reductions per solve; on a GPU each check is also a host callback (a small device-to-host copy
 of the status and a synchronisation point).
@@ -35,7 +35,7 @@ import linops as lo
 import solvers as sv
 from solvers.internals import rcond_tol
 
-from ._jax_errors import guard, register_message
+from ._errors import guard, register_message
 
 __all__ = ["dense_factor", "diagonal_factor", "krylov_factor", "gpu_sparse_factor"]
 
@@ -78,7 +78,7 @@ def _msg(template_id: int, **fmt) -> int:
 
     Only the named fields are filled; the positional ``{0}``... stay for the run-time numbers.
     """
-    from ._jax_errors import _MESSAGES
+    from ._errors import _MESSAGES
 
     cls, text, _ = _MESSAGES[template_id]
     return register_message(cls, text.replace("{what}", fmt.get("what", "{what}"))
@@ -372,7 +372,7 @@ def gpu_sparse_factor(values, pattern: lo.Pattern, dtype) -> Callable:
         return _finite_solution(X.reshape(r.shape))
 
     def matvec(x):
-        from ._jax_spmm import spmm
+        from ._spmm import spmm
 
         return spmm(values.astype(dtype), x, pattern)
 

@@ -16,7 +16,7 @@ cond, whether or not the branch runs (a singular matrix then fails the computati
 that branch is not taken).
 
 >>> import jax, jax.numpy as jnp, scipy.sparse as sp, linops as lo, solvers as sv
->>> from adjoints._jax_host import Spec
+>>> from adjoints.jax._host import Spec
 >>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
 >>> F = make(jnp.asarray(K.values), Spec(K.pattern, sv.LU(), explicit=True))
 >>> F.solve(jnp.array([1.0, 2.0])).tolist(), F.solve_transpose(jnp.array([1.0, 1.0])).tolist()
@@ -33,7 +33,7 @@ from jax._src import core as _core
 
 import linops as lo
 
-from . import _jax_host as _host
+from . import _host
 
 __all__ = ["Factorization", "factorize_keyed", "make"]
 

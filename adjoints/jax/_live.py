@@ -6,8 +6,8 @@ JAX as an array. Each entry has an owner:
 * ``EAGER``: held by Python objects — the key arrays of eager calls and the
   :class:`adjoints.jax.Factorization` objects that carry them (``holders`` counts them; each
   one's ``weakref.finalize`` drops one);
-* a compiled site (``adjoints._jax_host.SiteState``): the policy of that site decides when the
-  entry goes (see :mod:`adjoints._jax_host`).
+* a compiled site (``adjoints.jax._host.SiteState``): the policy of that site decides when the
+  entry goes (see :mod:`adjoints.jax._host`).
 
 Why a registry and not a closure: a factorization made inside a traced computation must cross
 the XLA boundary between host callbacks, and only arrays cross it. The int32 key is that array;

@@ -1,85 +1,7 @@
-"""JAX integration: ``solve`` and ``matmul`` under every JAX transform.
+"""``adj.solve`` and ``adj.factorize``: the operand dispatch of the JAX front end (sparse on the
+host, dense / diagonal / matrix-free / GPU sparse in XLA, Woodbury and scaled compositions) and
+the counters of the host factorizations (``stats``, ``reset_stats``). See ``adjoints.jax``."""
 
-``jax.grad``, ``value_and_grad``, ``jvp``, ``jacfwd``, ``jacrev``, ``hessian``, ``vmap`` of each,
-``linear_transpose`` and ``jit`` of all of them work through :func:`solve` and :func:`matmul`,
-in float32/float64/complex64/complex128, with ``jax_enable_x64`` on or off.
-
-How: u = A⁻¹b is linear in b and implicitly defined by A, so its tangent is another solve,
-u̇ = A⁻¹(ḃ − Ȧu), and its transpose is a solve with Aᵀ. Each solve is a primitive whose JVP rule
-emits the SAME solve primitive (same factorization) and whose transpose rule emits the
-transposed solve; JAX derives reverse mode, vmap and every higher order from these rules.
-
-* sparse A on the CPU (``lo.Sparse`` with jax values, a BCOO/BCSR with concrete indices,
-  ``fam(θ)``): the factorization is ``solvers.init`` on the host (SuperLU, CHOLMOD, a Krylov
-  method with its preconditioner: any ``alg``), made once per linearization point and freed
-  when the computation that needs it is done (see :mod:`adjoints._jax_host`).
-* dense A, ``lo.Diagonal``, matrix-free operators (jax Krylov) and the GPU sparse branch:
-  ``jax.lax.custom_linear_solve`` with factors that live in XLA (:mod:`adjoints._jax_solves`).
-* ``B + LowRank`` (Woodbury) and ``c·B``: composed from the solves above; JAX differentiates
-  the composition.
-
-The cotangent of sparse values is an SDDMM on the pattern (O(nnz·k)); nothing forms an n×n
-array. JAX's convention for complex numbers applies: cotangents use the plain transpose Aᵀ
-(``jax.test_util.check_grads`` is the judge). Failures raise the same named exceptions as the
-numpy path when eager (``solvers.SingularMatrixError``, ``solvers.NonFiniteInputError``, ...) and
-fail a jitted computation with a ``JaxRuntimeError`` whose first line names the problem.
-
-Public API: :func:`solve`, :func:`factorize` (a :class:`Factorization`: the twin of
-``sv.init`` as a JAX value), :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`,
-:class:`ExpiredFactorizationError`; log-determinants and eigenpairs: :func:`logdet`,
-:func:`slogdet`, :func:`inv_sample`, :func:`eigsh`.
-
-Loops (one factorization per matrix per computation)
-----------------------------------------------------
-A solve inside ``lax.scan``/``fori_loop``/``while_loop`` or a Python loop under ``jit`` whose
-matrix was built outside the loop is factorized once, where the matrix is, and every step and
-every cotangent step of ``grad`` reuses it; a loop body that builds the same matrix at every
-step reuses the factorization by its values (``stats().reuses``); a Newton loop whose matrix
-changes factorizes per step and keeps the pattern's symbolic analysis. Eager code is the
-exception: each eager ``solve(A, b)`` call factorizes, so an eager Python loop should
-factorize once itself::
-
-    F = adj.factorize(A)          # once
-    for t in range(T):
-        u = F.solve(u + f)        # every step reuses F (also F.solve_transpose/solve_adjoint)
-
-JAX conventions
----------------
-* dtypes follow JAX: with ``jax_enable_x64`` off, float64 inputs become float32 and so does
-  the result (the singularity thresholds then are single precision's); nothing here switches
-  x64 on.
-* Put ``jax.jit`` outermost (``jax.jit(jax.grad(f))``, not ``jax.grad(jax.jit(f))``): then the
-  forward solve and the gradient's transpose solve share one factorization; the other order
-  refactorizes in the backward pass (correct, counted in ``stats().misses``).
-* Lifetime: eager factorizations live as long as the arrays (or ``Factorization``) holding
-  their key; inside ``jit`` a straight-line computation frees its factorization with its last
-  solve, and a compiled loop keeps its last factorization until it runs again (one per
-  compiled site; see :mod:`adjoints._jax_host`). A ``Factorization`` returned from a jitted
-  function is usable until that function runs again, then refused.
-* A ``lo.Sparse``'s pattern is static (part of the pytree structure); its values are the
-  differentiable leaf. A BCOO/BCSR needs concrete indices (not traced).
-
-Examples
---------
->>> import jax, jax.numpy as jnp, scipy.sparse as sp, linops as lo, adjoints.jax as adj
->>> A = jnp.array([[2.0, 1.0], [0.0, 4.0]])
->>> b = jnp.array([1.0, 2.0])
->>> adj.solve(A, b).tolist()
-[0.25, 0.5]
->>> jax.grad(lambda b: adj.solve(A, b).sum())(b).tolist()          # b̄ = A⁻ᵀ 1
-[0.5, 0.125]
-
-Sparse: the gradient with respect to the stored values, −λᵣ u_c on the pattern, under jit:
-
->>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
->>> f = lambda v: adj.solve(lo.Sparse(v, K.pattern), b).sum()
->>> adj.reset_stats()
->>> jax.jit(jax.grad(f))(jnp.asarray(K.values)).tolist()
-[-0.125, -0.25, -0.0625]
->>> s = adj.stats()
->>> s.factorizations, s.forward_solves, s.transpose_solves
-(1, 1, 1)
-"""
 
 from __future__ import annotations
 
@@ -95,20 +17,13 @@ from linops.internals import (ShapeError, csr_parts, dense_array, diagonal_of, e
                               low_rank_split, scale_split, structure)
 from solvers.internals import resolve
 
-from . import _jax_factor as _fac
-from . import _jax_host as _host
-from ._jax_factor import Factorization as Factorization
-from ._jax_host import ExpiredFactorizationError as ExpiredFactorizationError
-from ._jax_host import Stats as Stats
-from ._jax_solves import dense_factor, diagonal_factor, gpu_sparse_factor, krylov_factor
-from ._jax_spmm import spmm
+from . import _factor as _fac
+from . import _host
+from ._factor import Factorization
+from ._host import Stats
+from ._solves import dense_factor, diagonal_factor, gpu_sparse_factor, krylov_factor
 
 ensure_jax_pytrees()
-
-from ._jax_logdet import eigsh, inv_sample, logdet, slogdet  # noqa: E402  (uses solve above)
-
-__all__ = ["solve", "factorize", "Factorization", "matmul", "stats", "reset_stats", "Stats",
-           "ExpiredFactorizationError", "logdet", "slogdet", "inv_sample", "eigsh"]
 
 
 
@@ -460,78 +375,3 @@ def _platform(*arrays) -> str:
         except Exception:  # a tracer has no device
             continue
     return jax.default_backend()
-
-
-# ----- matmul ------------------------------------------------------------------------------------
-def matmul(L: Any, R: Any) -> jax.Array:
-    """Y = L @ R with one operand sparse (``lo.Sparse``, BCOO/BCSR) and the other a dense jax
-    array: ``matmul(A, X)`` or ``matmul(X, A)``; differentiable in both under every transform.
-
-    Cost O(nnz·k) (gather + sorted segment-sum). Adjoint: X̄ = AᵀȲ (or ȲAᵀ), values̄ = SDDMM
-    of Ȳ and X on A's pattern, O(nnz·k); never an n×n array. Dense operands on both sides
-    fall back to ``jnp.matmul``.
-
-    Parameters
-    ----------
-    L, R : sparse operator or dense array
-        One of them ``lo.Sparse`` (jax values; the pattern static) or a BCOO/BCSR; the other a
-        dense array of shape (n,) or (n, k) on the right, (n,) or (m, n) on the left.
-
-    Returns
-    -------
-    Y : jax array
-        Of shape (m,) / (m, k) for A @ X, (n,) / (m, n) for X @ A.
-
-    Raises
-    ------
-    ShapeError
-        The shapes do not chain.
-    TypeError
-        Both operands are sparse.
-
-    Notes
-    -----
-    ``X @ A`` runs as (Aᵀ Xᵀ)ᵀ on the transposed pattern (computed once per pattern), so both
-    orders are a gather and a segment sum, and both differentiate to an SDDMM on A's pattern.
-    The cotangents follow JAX's convention (plain transposes, no conjugation).
-
-    Examples
-    --------
-    >>> import jax, jax.numpy as jnp, scipy.sparse as sp
-    >>> A = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
-    >>> x = jnp.array([1.0, 2.0])
-    >>> matmul(A, x).tolist(), matmul(x, A).tolist()              # A x and xᵀ A
-    ([4.0, 8.0], [2.0, 9.0])
-    >>> v = jnp.asarray(A.values)
-    >>> jax.grad(lambda v: matmul(lo.Sparse(v, A.pattern), x).sum())(v).tolist()   # x_c
-    [1.0, 2.0, 2.0]
-    """
-    l_sp, r_sp = _sparse_operand(L), _sparse_operand(R)
-    if l_sp and r_sp:
-        raise TypeError("matmul needs one dense operand; got two sparse operands "
-                        f"({type(L).__name__}, {type(R).__name__})")
-    if not (l_sp or r_sp):
-        return jnp.matmul(_plain(L), _plain(R))
-    if l_sp:
-        A = lo.aslinop(_drop_padding(L) if _is_jax_sparse(L) else L)
-        X = _as_jax(R, "X")
-        if X.ndim not in (1, 2) or X.shape[0] != A.shape[1]:
-            raise ShapeError(f"A @ X with A.shape={A.shape} but X.shape={tuple(X.shape)}")
-        return spmm(_as_jax(A.values, "A.values"), X, A.pattern, "N")
-    A = lo.aslinop(_drop_padding(R) if _is_jax_sparse(R) else R)
-    X = _as_jax(L, "X")
-    if X.ndim not in (1, 2) or X.shape[-1] != A.shape[0]:
-        raise ShapeError(f"X @ A with X.shape={tuple(X.shape)} but A.shape={A.shape}")
-    Xt = X.T if X.ndim == 2 else X  # X @ A = (Aᵀ Xᵀ)ᵀ: one primitive, trans="T"
-    Y = spmm(_as_jax(A.values, "A.values"), Xt, A.pattern, "T")      # Yᵀ = Aᵀ Xᵀ
-    return Y.T if X.ndim == 2 else Y
-
-
-def _plain(x):
-    """A Dense operator's array (for the dense-dense fallback)."""
-    return x.a if isinstance(x, lo.Dense) else x
-
-
-def _sparse_operand(x) -> bool:
-    """``lo.Sparse`` or a jax sparse matrix: the operand whose values get an SDDMM cotangent."""
-    return isinstance(x, lo.Sparse) or _is_jax_sparse(x)
