@@ -99,29 +99,29 @@ array([1., 2., 3.])
 True
 """
 
-from ._affine import AffineSparse as AffineSparse
+from ._family.affine import AffineSparse as AffineSparse
 from ._config import show_config as show_config
 from ._base import LinearOperator as LinearOperator
-from ._composite import Product as Product
-from ._composite import Scaled as Scaled
-from ._composite import Sum as Sum
+from ._operators.composite import Product as Product
+from ._operators.composite import Scaled as Scaled
+from ._operators.composite import Sum as Sum
 from ._convert import aslinearoperator as aslinearoperator
 from ._convert import aslinop as aslinop
-from ._dense import Dense as Dense
-from ._diagonal import Diagonal as Diagonal
-from ._diagonal import Identity as Identity
-from ._diagonal import Zero as Zero
+from ._operators.dense import Dense as Dense
+from ._operators.diagonal import Diagonal as Diagonal
+from ._operators.diagonal import Identity as Identity
+from ._operators.diagonal import Zero as Zero
 from ._errors import BackendNotSupported as BackendNotSupported
 from ._errors import DensificationError as DensificationError
 from ._errors import PatternError as PatternError
 from ._errors import ShapeError as ShapeError
 from ._errors import UnsupportedOperandError as UnsupportedOperandError
 from ._generics import payload_nbytes as payload_nbytes
-from ._lowrank import LowRank as LowRank
-from ._lowrank import RankOne as RankOne
-from ._masked import MaskedOuter as MaskedOuter
-from ._matrixfree import MatrixFree as MatrixFree
-from ._pattern import Pattern as Pattern
+from ._operators.lowrank import LowRank as LowRank
+from ._operators.lowrank import RankOne as RankOne
+from ._operators.masked import MaskedOuter as MaskedOuter
+from ._operators.matrixfree import MatrixFree as MatrixFree
+from ._operators.pattern import Pattern as Pattern
 from ._queries import diagonal as diagonal
 from ._queries import inner as inner
 from ._queries import project as project
@@ -129,7 +129,7 @@ from ._queries import sample as sample
 from ._queries import to_dense as to_dense
 from ._queries import trace as trace
 from ._sddmm import sddmm as sddmm
-from ._sparse import Sparse as Sparse
+from ._operators.sparse import Sparse as Sparse
 
 from . import testing as testing  # noqa: E402  (imports the operators above)
 

@@ -22,13 +22,13 @@ import numpy as np
 
 from ._backend import is_array, namespace, seal
 from ._base import LinearOperator
-from ._composite import Product, Scaled, Sum
+from ._operators.composite import Product, Scaled, Sum
 from ._convert import aslinop
-from ._diagonal import Identity, Zero
+from ._operators.diagonal import Identity, Zero
 from ._errors import ShapeError, UnsupportedOperandError
-from ._lowrank import LOW_RANK, LowRank, RankOne
-from ._lowrank import sealed_low_rank as low_rank
-from ._sparse import Sparse
+from ._operators.lowrank import LOW_RANK, LowRank, RankOne
+from ._operators.lowrank import sealed_low_rank as low_rank
+from ._operators.sparse import Sparse
 
 
 # ----- operands ----------------------------------------------------------------------------------

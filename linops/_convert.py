@@ -14,12 +14,12 @@ import numpy as np
 
 from ._backend import is_array, is_cupy, is_jax, to_numpy
 from ._base import LinearOperator
-from ._dense import Dense
+from ._operators.dense import Dense
 from ._errors import BackendNotSupported, UnsupportedOperandError
-from ._matrixfree import MatrixFree
-from ._pattern import Pattern
-from ._petsc import aslinop_petsc
-from ._sparse import Sparse
+from ._operators.matrixfree import MatrixFree
+from ._operators.pattern import Pattern
+from ._operators.petsc import aslinop_petsc
+from ._operators.sparse import Sparse
 
 ACCEPTED = ("a linops operator, a 2-D numpy/cupy/jax array (or nested list), any scipy.sparse "
             "matrix or array, a cupyx.scipy.sparse matrix, a jax.experimental.sparse BCOO/BCSR, a "

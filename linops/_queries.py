@@ -16,8 +16,8 @@ from ._algebra import as_operator
 from ._backend import namespace
 from ._errors import ShapeError
 from ._generics import _inner_split_k, _sample, dense_within_limit, sample_pattern
-from ._pattern import Pattern
-from ._sparse import Sparse
+from ._operators.pattern import Pattern
+from ._operators.sparse import Sparse
 
 
 # ----- to_dense ----------------------------------------------------------------------------------

@@ -25,18 +25,18 @@ from typing import Callable
 import numpy as np
 
 from . import _queries as q
-from ._affine import AffineSparse
+from ._family.affine import AffineSparse
 from ._backend import namespace, to_numpy
 from ._convert import aslinop
-from ._dense import Dense
-from ._diagonal import Diagonal, Identity, Zero
+from ._operators.dense import Dense
+from ._operators.diagonal import Diagonal, Identity, Zero
 from ._generics import _dense_by_products
-from ._lowrank import LowRank, RankOne
-from ._masked import MaskedOuter
-from ._matrixfree import MatrixFree
-from ._pattern import Pattern
+from ._operators.lowrank import LowRank, RankOne
+from ._operators.masked import MaskedOuter
+from ._operators.matrixfree import MatrixFree
+from ._operators.pattern import Pattern
 from ._pytree import array_leaves
-from ._sparse import Sparse
+from ._operators.sparse import Sparse
 
 __all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array",
            "poisson_family", "grid_dofs", "q4_laplace_stiffness", "check_family",

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import linops as lo
-from linops._assembly_input import element_blocks
+from linops._family.assembly_input import element_blocks
 
 rng = np.random.default_rng(19)
 

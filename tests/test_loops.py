@@ -14,7 +14,7 @@ import scipy.sparse.linalg as spl
 import adjoints as ad
 import linops as lo
 import solvers as sv
-from linops._affine import AffineSparse
+from linops._family.affine import AffineSparse
 from solvers._engines.amg import AMGReuse
 
 STEPS = 5

@@ -163,7 +163,7 @@ def test_stored_check_rejects():
                 c.outputs = [o for o in c.outputs if "image/png" not in o.get("data", {})]
 
     def private(nb):
-        nb.cells[last].source = "import linops._sparse\n" + nb.cells[last].source
+        nb.cells[last].source = "import linops._operators.sparse\n" + nb.cells[last].source
 
     def agg(nb):
         nb.cells[last].source = "import matplotlib\nmatplotlib.use('Agg')\n" + nb.cells[last].source

@@ -13,9 +13,9 @@ and non-zero prescribed values are lifted into the right-hand side (``fam.rhs``)
 share of the θ-gradient (``fam.pullback(G, bbar=...)``).
 
 This module is the family and what it does (products, right-hand side, pullbacks). How the
-constructors build its pattern and maps is :mod:`linops._assembly` (their input checked and
-element blocks recognised in :mod:`linops._assembly_input`); the eliminated dofs and
-prescribed values are :mod:`linops._dirichlet`.
+constructors build its pattern and maps is :mod:`linops._family.assembly` (their input checked and
+element blocks recognised in :mod:`linops._family.assembly_input`); the eliminated dofs and
+prescribed values are :mod:`linops._family.dirichlet`.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._algebra import as_operator
-from ._assembly import assemble_coo, assemble_elements, assemble_terms
-from ._backend import backend_of, seal
-from ._errors import ShapeError
-from ._generics import sample_pattern
-from ._pattern import Pattern
-from ._sparse import Sparse
+from .._algebra import as_operator
+from .assembly import assemble_coo, assemble_elements, assemble_terms
+from .._backend import backend_of, seal
+from .._errors import ShapeError
+from .._generics import sample_pattern
+from .._operators.pattern import Pattern
+from .._operators.sparse import Sparse
 
 
 @dataclass(frozen=True, eq=False)

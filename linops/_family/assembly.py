@@ -7,7 +7,7 @@ Element blocks get K's pattern from the boolean incidence product E Eᵀ and eac
 entry's slot from a search within its row, in chunks through buffers allocated once; slots
 ascend with (row, column), so Mᴴ comes out in CSR as written. General triplets are bucketed
 by row and sorted within rows by scipy's compiled COO → CSR. Fixed dofs
-(:class:`linops._dirichlet.Dirichlet`) are eliminated on the way.
+(:class:`linops._family.dirichlet.Dirichlet`) are eliminated on the way.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from ._algebra import as_operator
-from ._assembly_input import (check_coo, check_coo_ranges, check_elements, check_range,
+from .._algebra import as_operator
+from .assembly_input import (check_coo, check_coo_ranges, check_elements, check_range,
                               element_blocks)
-from ._backend import seal
-from ._dirichlet import Dirichlet
-from ._errors import ShapeError
-from ._pattern import Pattern, index_dtype
-from ._sparse import Sparse
+from .._backend import seal
+from .dirichlet import Dirichlet
+from .._errors import ShapeError
+from .._operators.pattern import Pattern, index_dtype
+from .._operators.sparse import Sparse
 
 #: samples per call of the slot search (bounds the temporaries of from_elements to a few MB)
 _CHUNK = 1 << 18

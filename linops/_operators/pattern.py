@@ -14,8 +14,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ._base import check_shape
-from ._errors import PatternError
+from .._base import check_shape
+from .._errors import PatternError
 
 
 def index_dtype(nnz: int, shape) -> np.dtype:

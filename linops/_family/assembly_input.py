@@ -6,16 +6,16 @@ sK``, scikit-fem's ``COOData``, element matrices with their dof numbers). The fu
 turn it into flat arrays of checked lengths, dtypes and ranges, with the offending values in
 the message, and tell triplets laid out in element blocks (each parameter owning the k²
 entries of k dofs) from general ones, in O(N) and without N-sized temporaries, so that
-:mod:`linops._assembly` can give them the element route.
+:mod:`linops._family.assembly` can give them the element route.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._errors import ShapeError
-from ._pattern import index_dtype
-from ._sparse import Sparse
+from .._errors import ShapeError
+from .._operators.pattern import index_dtype
+from .._operators.sparse import Sparse
 
 #: entries per slice of the element-block comparisons (bounds their temporaries to a few MB)
 _SLICE = 1 << 18

@@ -11,10 +11,10 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from ._backend import namespace
-from ._base import LinearOperator, check_shape
-from ._generics import conjugate
-from ._pytree import _set, operator
+from .._backend import namespace
+from .._base import LinearOperator, check_shape
+from .._generics import conjugate
+from .._pytree import _set, operator
 
 
 @operator

@@ -12,14 +12,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_of, conj, is_array, seal, snapshot, to_numpy
-from ._base import LinearOperator
-from ._errors import ShapeError
-from ._pattern import Pattern
-from ._generics import _inner, _sample, _to_dense, conjugate
-from ._pytree import _set, operator
-from ._sddmm import sddmm
-from ._sparse import Sparse
+from .._backend import backend_of, conj, is_array, seal, snapshot, to_numpy
+from .._base import LinearOperator
+from .._errors import ShapeError
+from .pattern import Pattern
+from .._generics import _inner, _sample, _to_dense, conjugate
+from .._pytree import _set, operator
+from .._sddmm import sddmm
+from .sparse import Sparse
 
 
 @operator

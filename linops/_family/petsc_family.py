@@ -1,8 +1,8 @@
 """PETScElementFamily: a distributed finite-element family K(θ) = Σₑ θₑ Pₑᵀ Keₑ Pₑ on PETSc.
 
 The distributed counterpart of ``AffineSparse.from_elements``: each rank holds its own elements,
-assembles its owned rows of a PETSc AIJ Mat (a :class:`~linops._petsc.PETScMatrix`) and pulls
-a lazy cotangent back to its own θₑ. The layout and collective rules of ``linops._petsc`` hold:
+assembles its owned rows of a PETSc AIJ Mat (a :class:`~linops._operators.petsc.PETScMatrix`) and pulls
+a lazy cotangent back to its own θₑ. The layout and collective rules of ``linops._operators.petsc`` hold:
 global shapes, owned slices, every Mat call made by all ranks in the same order.
 """
 
@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._errors import ShapeError, UnsupportedOperandError
-from ._lowrank import LowRank, RankOne
-from ._petsc import PETScMatrix, _mpi, _pattern_key, _petsc
+from .._errors import ShapeError, UnsupportedOperandError
+from .._operators.lowrank import LowRank, RankOne
+from .._operators.petsc import PETScMatrix, _mpi, _pattern_key, _petsc
 
 
 def element_slice(n_elements: int, comm=None) -> slice:

@@ -1,5 +1,5 @@
 """PETSc (petsc4py + MPI): a distributed matrix as an operator (the FEM family that assembles
-one is in ``linops._petsc_family``).
+one is in ``linops._family.petsc_family``).
 
 Layout rule: shapes are GLOBAL; the arrays that flow in and out on each rank are that rank's
 OWNED slice, numpy arrays of shape (n_local,) or (n_local, k) (``A.local_shape`` gives the owned
@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import LinearOperator
-from ._errors import BackendNotSupported, ShapeError, UnsupportedOperandError
-from ._generics import _to_dense, conjugate, structure
-from ._pytree import _set, operator
+from .._base import LinearOperator
+from .._errors import BackendNotSupported, ShapeError, UnsupportedOperandError
+from .._generics import _to_dense, conjugate, structure
+from .._pytree import _set, operator
 
 
 class MatrixModifiedError(RuntimeError):

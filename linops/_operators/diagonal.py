@@ -11,11 +11,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_of, conj, snapshot
-from ._base import LinearOperator, check_shape
-from ._errors import ShapeError
-from ._generics import _sample, _to_dense, abs_apply, conjugate, diagonal_of, structure, with_dtype
-from ._pytree import _set, operator
+from .._backend import backend_of, conj, snapshot
+from .._base import LinearOperator, check_shape
+from .._errors import ShapeError
+from .._generics import _sample, _to_dense, abs_apply, conjugate, diagonal_of, structure, with_dtype
+from .._pytree import _set, operator
 
 
 @operator

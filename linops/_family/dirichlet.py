@@ -3,7 +3,7 @@ prescribed at the fixed ones.
 
 Eliminating a fixed dof removes its row and column from K; a prescribed value g moves K's
 free × fixed block times g to the right-hand side, b(θ) = f − K_fd(θ) g. :class:`Dirichlet`
-holds what every assembly route of :mod:`linops._assembly` reads (which dofs are free, their
+holds what every assembly route of :mod:`linops._family.assembly` reads (which dofs are free, their
 new numbers, g), and eliminates a constant offset K₀ given on all dofs, with its share
 K₀,fd g of the lift. The θ-dependent share, Bᴴ, is built by the assembly beside Mᴴ, from the
 same element blocks or triplets.
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._backend import seal
-from ._errors import ShapeError
-from ._pattern import index_dtype
-from ._sparse import Sparse
+from .._backend import seal
+from .._errors import ShapeError
+from .._operators.pattern import index_dtype
+from .._operators.sparse import Sparse
 
 
 class Dirichlet:

@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import conj, namespace, snapshot
-from ._base import LinearOperator
-from ._errors import ShapeError
-from ._generics import (_sample, _to_dense, abs_apply, conjugate, dense_array, structure,
+from .._backend import conj, namespace, snapshot
+from .._base import LinearOperator
+from .._errors import ShapeError
+from .._generics import (_sample, _to_dense, abs_apply, conjugate, dense_array, structure,
                         structure_key, with_dtype)
-from ._pytree import _set, operator
+from .._pytree import _set, operator
 
 
 @operator

@@ -13,14 +13,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import backend_of, conj, namespace, seal, snapshot, to_numpy
-from ._base import LinearOperator
-from ._errors import ShapeError, UnsupportedOperandError
-from ._pattern import Pattern
-from ._generics import (_inner, _inner_by_k, _sample, _to_dense, abs_apply, adjoint_view,
+from .._backend import backend_of, conj, namespace, seal, snapshot, to_numpy
+from .._base import LinearOperator
+from .._errors import ShapeError, UnsupportedOperandError
+from .pattern import Pattern
+from .._generics import (_inner, _inner_by_k, _sample, _to_dense, abs_apply, adjoint_view,
                         conjugate, csr_parts, sample_pattern, structure, structure_key,
                         with_dtype)
-from ._pytree import _set, operator
+from .._pytree import _set, operator
 
 
 @operator
@@ -229,7 +229,7 @@ def _(A: Sparse, X, adjoint: bool = False):
 def _(A: Sparse):
     """Aᴴ through the backend's native transposed view of the CSR arrays: no sorted transposed
     pattern (a sort and 16 bytes per stored entry), O(nnz) per product."""
-    from ._matrixfree import MatrixFree
+    from .matrixfree import MatrixFree
 
     be = backend_of(A.values)
     return MatrixFree((A.shape[1], A.shape[0]), A.dtype,

@@ -13,12 +13,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import namespace, snapshot
-from ._base import LinearOperator
-from ._errors import ShapeError
-from ._generics import (_inner, _inner_split_k, _sample, _to_dense, conjugate, low_rank_split,
+from .._backend import namespace, snapshot
+from .._base import LinearOperator
+from .._errors import ShapeError
+from .._generics import (_inner, _inner_split_k, _sample, _to_dense, conjugate, low_rank_split,
                         scale_split, structure)
-from ._pytree import _set, operator
+from .._pytree import _set, operator
 
 
 def conj_scalar(c):
@@ -279,7 +279,7 @@ def _(K: Scaled, G: LinearOperator):
 @low_rank_split.register
 def _(A: Sum):
     """(B, U, V) when exactly one term is low rank (two would need their sum's factors)."""
-    from ._lowrank import LowRank, RankOne
+    from .lowrank import LowRank, RankOne
 
     low = [t for t in A.terms if isinstance(t, (LowRank, RankOne))]
     if len(low) != 1:

@@ -14,12 +14,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._backend import conj, namespace, seal, snapshot
-from ._base import LinearOperator
-from ._errors import ShapeError
-from ._generics import _inner, _inner_by_k, _sample, _to_dense, conjugate, sample_pattern
-from ._pytree import _set, backend_of_operator, operator
-from ._sddmm import sddmm
+from .._backend import conj, namespace, seal, snapshot
+from .._base import LinearOperator
+from .._errors import ShapeError
+from .._generics import _inner, _inner_by_k, _sample, _to_dense, conjugate, sample_pattern
+from .._pytree import _set, backend_of_operator, operator
+from .._sddmm import sddmm
 
 
 @operator
