@@ -6,7 +6,7 @@ Reads the source of linops/, solvers/ and adjoints/ under ``--root`` (default: t
 give an extracted older commit to compare, e.g. ``git archive 0f46115 | tar -x -C /tmp/old``)
 and prints one markdown row per measure. Nothing is imported from the measured tree. The
 counting is that of the tests, loaded from this checkout: imports are read by
-``tests/test_layers.py``'s scanner, documentation lines by ``tests/test_doctests.py``'s
+``tests/structure/test_layers.py``'s scanner, documentation lines by ``tests/structure/test_doctests.py``'s
 ``count_lines`` (the floor of the documentation test). What each row counts:
 
 - cycle-closing imports: function-level imports inside linops (the application layer left
@@ -43,7 +43,7 @@ LONG = 400
 
 def _load(name: str):
     """A module of this checkout's tests/ folder, by path (tests/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"_metrics_{name}", HERE / "tests" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_metrics_{name}", HERE / "tests" / "structure" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -51,15 +51,15 @@ def _load(name: str):
 
 
 def _count_lines():
-    """``count_lines`` of tests/test_doctests.py, taken out of its source: importing that test
+    """``count_lines`` of tests/structure/test_doctests.py, taken out of its source: importing that test
     module would import the three packages (it collects their doctests)."""
-    tree = ast.parse((HERE / "tests" / "test_doctests.py").read_text(encoding="utf-8"))
+    tree = ast.parse((HERE / "tests" / "structure" / "test_doctests.py").read_text(encoding="utf-8"))
     keep = [n for n in tree.body
             if (isinstance(n, ast.FunctionDef) and n.name == "count_lines")
             or (isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "_DIRECTIVE"
                                                   for t in n.targets))]
     namespace = {"ast": ast, "io": io, "pathlib": pathlib, "re": re, "tokenize": tokenize}
-    exec(compile(ast.Module(body=keep, type_ignores=[]), "tests/test_doctests.py", "exec"),
+    exec(compile(ast.Module(body=keep, type_ignores=[]), "tests/structure/test_doctests.py", "exec"),
          namespace)
     return namespace["count_lines"]
 

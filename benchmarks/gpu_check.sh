@@ -13,6 +13,6 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 python3 -c "import cupy, jax; print('cupy', cupy.__version__, '| jax', jax.__version__, jax.devices())" || exit 1
 status=0
-timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_gpu.py tests/test_operators.py -k "cupy or test_gpu" -rs || status=$?
+timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/linops/test_gpu.py tests/linops/test_operators.py -k "cupy or test_gpu" -rs || status=$?
 timeout 240 python3 benchmarks/gpu_bench.py "$@" || status=$?
 exit $status

@@ -5,7 +5,7 @@
 Side by side in one run (best of 3): building the operator (the snapshot copy) against init
 (the factorization), a solve and an adjoint solve with the cache, for a dense n×n matrix (LU)
 and for the 2-D Q4 Poisson matrix on a grid×grid mesh as a scipy CSR (sparse LU). The copy is
-paid once per operator; a solve never reads A's arrays again (tests/test_trust.py counts it),
+paid once per operator; a solve never reads A's arrays again (tests/solvers/test_trust_contract.py counts it),
 so the per-solve cost of the rule is zero.
 """
 

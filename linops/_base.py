@@ -319,7 +319,7 @@ def _algebra():
     """``linops._algebra``: the simplification rules behind ``@``, ``+``, ``-`` and ``*``, and
     the coercion of their operands.
 
-    The one upward import of the operator code (``tests/test_layers.py`` allows it): the rules
+    The one upward import of the operator code (``tests/structure/test_layers.py`` allows it): the rules
     build Sum, Product, Scaled and LowRank, subclasses of this class whose modules import this
     one, so the base class asks for them when it first combines operators, not when it loads."""
     from . import _algebra

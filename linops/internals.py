@@ -2,7 +2,7 @@
 
 Not user API (no stability promise to users), but the one place the other two packages import
 linops internals from, so that linops can reorganise its private modules freely
-(``tests/test_layers.py`` holds them to it).
+(``tests/structure/test_layers.py`` holds them to it).
 
 An operator defined outside linops (a solver's lazy inverse) is a ``LinearOperator`` subclass
 decorated with :func:`operator` (a frozen dataclass and a jax pytree), and registers its query

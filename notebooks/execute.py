@@ -7,7 +7,7 @@ Each notebook runs top to bottom in a fresh ``python3`` kernel (nbclient), with 
 its working directory. On the first error the script prints the failing cell's traceback, leaves
 that notebook's file untouched and exits with status 1. A notebook that ran is written back with
 its outputs (figures as image/png) and a digest of its code cells in its metadata
-(``metadata.linops.code_sha256``), which ``tests/test_notebooks.py`` compares against the code
+(``metadata.linops.code_sha256``), which ``tests/app/test_notebooks.py`` compares against the code
 to tell stored outputs that no longer belong to the code.
 """
 

@@ -2,7 +2,7 @@
 
 Not user API (no stability promise to users), but the one place ``adjoints`` imports solvers
 internals from, so that solvers can reorganise its private modules freely (the layer test,
-``tests/test_layers.py``, checks that nothing else is imported). Structure queries
+``tests/structure/test_layers.py``, checks that nothing else is imported). Structure queries
 (``structure``, ``low_rank_split``, ...) are linops's: ``linops.internals``.
 """
 

@@ -1,7 +1,7 @@
 """What every column of every ``python -m linops bench`` table means: one legend per section.
 
 Each legend is printed under its table, written beside it (``bench-out/<section>.md``) and shown
-at the end of the section's ``--help``. ``tests/test_cli.py`` runs every section at its
+at the end of the section's ``--help``. ``tests/app/test_cli.py`` runs every section at its
 smallest size and checks that each column header of the printed table is explained in the
 legend printed under it, so a new column cannot go out unexplained.
 

@@ -12,7 +12,7 @@ complex Hermitian positive definite types (mtype 2 / 4, half the work) for Hermi
 2³¹ − 1 stored entries raises BackendNotSupported).
 
 Transposed solves were verified against dense references for every type above (see
-tests/test_pardiso.py): ``iparm(12) = 1`` solves Aᴴx = b and ``iparm(12) = 2`` solves Aᵀx = b
+tests/solvers/test_pardiso.py): ``iparm(12) = 1`` solves Aᴴx = b and ``iparm(12) = 2`` solves Aᵀx = b
 for mtypes 11 and 13; the Hermitian types solve Aᴴ = A with the forward solve and Aᵀ = conj(A)
 by conjugating.
 """

@@ -1,4 +1,4 @@
-"""Shared pieces of the MPI scripts run by tests/test_petsc.py (each under mpirun -n P).
+"""Shared pieces of the MPI scripts run by tests/mpi/test_petsc.py (each under mpirun -n P).
 
 Problems are defined globally (cheap at test sizes); each rank takes its element block
 (``element_slice``) and its owned rows (``fam.owned_range``), exactly as a user would.

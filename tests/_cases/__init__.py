@@ -1,0 +1,1 @@
+"""Builders shared by the test folders (backends, operator and JAX cases)."""

@@ -1,0 +1,173 @@
+"""Child process of test_jax_memory.py: run one pattern many times, print RSS growth as JSON.
+
+    python tests/jax/jax_memory_child.py PATTERN CALLS
+
+Memory is the process's CURRENT resident set after ``gc.collect()`` (not the peak, not the
+registry's counters), measured after a warm-up and again after CALLS more calls.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import linops as lo  # noqa: E402
+import adjoints.jax as adj  # noqa: E402
+
+NX = 40          # n = 1640: a SuperLU factor of ~1 MB, so a leak of one per call is 300 MB
+T = 5
+FAM, B = lo.testing.poisson_family(NX)
+P = FAM.pattern
+N = P.shape[0]
+DIAG = (P.rows == P.indices).astype(float)
+BJ = jnp.asarray(B)
+ALG = "lu"       # SuperLU: the engine that leaked when freed on another thread
+HOST: list = []  # host-product lowerings, counted in the "-host" patterns
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def A_of(th):
+    return lo.Sparse(DIAG + 0.05 * FAM(th).values, P)
+
+
+def heat(step_loop):
+    def loss(th):
+        A = A_of(th)
+        return jnp.sum(step_loop(A, th) ** 2)
+    return loss
+
+
+def _scan(unroll):
+    return lambda A, th: jax.lax.scan(lambda u, _: (adj.solve(A, u + BJ, ALG), None),
+                                      jnp.zeros(N), None, length=T, unroll=unroll)[0]
+
+
+def _fori(A, th):
+    return jax.lax.fori_loop(0, T, lambda i, u: adj.solve(A, u + BJ, ALG), jnp.zeros(N))
+
+
+def _python(A, th):
+    u = jnp.zeros(N)
+    for _ in range(T):
+        u = adj.solve(A, u + BJ, ALG)
+    return u
+
+
+def _factorize(A, th):
+    F = adj.factorize(A, ALG)
+    return jax.lax.scan(lambda u, _: (F.solve(u + BJ), None), jnp.zeros(N), None, length=T)[0]
+
+
+def _carried(A, th):
+    F = adj.factorize(A, ALG)
+    return jax.lax.fori_loop(0, T, lambda i, s: (s[1].solve(s[0] + BJ), s[1]),
+                             (jnp.zeros(N), F))[0]
+
+
+def _in_body(A, th):
+    return jax.lax.scan(lambda u, _: (adj.solve(A_of(th), u + BJ, ALG), None), jnp.zeros(N),
+                        None, length=T)[0]
+
+
+def _while(A, th):
+    def body(s):
+        i, u = s
+        M = lo.Sparse(A.values * (1 + 0.01 * jnp.tanh(u[P.rows])), P)
+        return i + 1, u - adj.solve(M, M @ u - BJ, ALG)
+    return jax.lax.while_loop(lambda s: s[0] < 3, body, (0, jnp.zeros(N)))[1]
+
+
+def _raise(x):
+    raise RuntimeError("a user's callback failed")
+
+
+def patterns():
+    th0 = jnp.asarray(0.5 + np.random.default_rng(0).random(FAM.n_params))
+    grad = lambda loop: jax.jit(jax.grad(heat(loop)))
+    out = {
+        "jit-forward": jax.jit(lambda th: adj.solve(A_of(th), BJ, ALG)),
+        "jit-grad": jax.jit(jax.grad(lambda th: jnp.sum(adj.solve(A_of(th), BJ, ALG) ** 2))),
+        "scan-unroll1": grad(_scan(1)), "scan-unroll2": grad(_scan(2)),
+        "scan-unrollTrue": grad(_scan(True)), "fori_loop": grad(_fori),
+        "python-jit": grad(_python), "factorize": grad(_factorize), "carried": grad(_carried),
+        "built-in-body": grad(_in_body), "while-newton": jax.jit(heat(_while)),
+        "eager-scan": jax.grad(heat(_scan(1))),
+        "factorize-eager-loop": jax.grad(heat(_python_eager_factorize)),
+        "vmap-grad-cond": jax.jit(jax.vmap(jax.grad(lambda th, p: jax.lax.cond(
+            p > 0, lambda: jnp.sum(adj.solve(A_of(th), BJ, ALG)), lambda: 0.0)), (None, 0))),
+    }
+
+    def failing(th):
+        u = adj.solve(A_of(th), BJ, ALG)
+        bad = jax.pure_callback(_raise, jax.ShapeDtypeStruct((), u.dtype),
+                               jax.lax.stop_gradient(u[0]))
+        return jnp.sum(u ** 2) + bad
+    out["failing-callback"] = jax.jit(jax.grad(failing))
+    return out, th0
+
+
+def _python_eager_factorize(A, th):
+    F = adj.factorize(A, ALG)
+    u = jnp.zeros(N)
+    for _ in range(T):
+        u = F.solve(u + BJ)
+    return u
+
+
+def call(fn, name, th, i):
+    th = th * (1 + 1e-3 * (i % 7))
+    try:
+        if name == "vmap-grad-cond":
+            out = fn(th, jnp.asarray([1.0, -1.0, 2.0]))
+        else:
+            out = fn(th)
+        jax.block_until_ready(out)
+    except Exception as e:  # only the failing pattern may fail, and only with its own error
+        if name != "failing-callback" or "a user's callback failed" not in str(e):
+            raise
+
+
+def main(name: str, calls: int) -> dict:
+    fns, th = patterns()
+    pattern = name
+    if name.endswith("-host"):  # the sparse products on the host (adjoints.jax._spmm), forced
+        from adjoints.jax import _spmm as _jax_spmm
+
+        _jax_spmm.HOST_MIN_NNZ = 0
+        real = _jax_spmm._host_callback
+        _jax_spmm._host_callback = lambda *a: HOST.append(1) or real(*a)
+        pattern = name[:-len("-host")]
+    fn = fns[pattern]
+    name = pattern
+    for i in range(30):
+        call(fn, name, th, i)
+        if name.startswith("eager"):
+            jax.clear_caches()
+    gc.collect()
+    before = rss()
+    adj.reset_stats()
+    for i in range(calls):
+        call(fn, name, th, i)
+        if name.startswith("eager"):   # JAX itself retraces and recompiles an eager loop
+            jax.clear_caches()           # every call (~4 MB kept per call, adjoints or not)
+    gc.collect()
+    s = adj.stats()
+    return {"pattern": pattern, "calls": calls, "grown_mb": (rss() - before) / 2**20,
+            "factorizations": s.factorizations, "misses": s.misses, "live": s.live,
+            "host_lowerings": len(HOST)}
+
+
+if __name__ == "__main__":
+    print("@@" + json.dumps(main(sys.argv[1], int(sys.argv[2]))))

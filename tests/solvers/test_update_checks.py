@@ -1,0 +1,57 @@
+"""An update is held to every check init makes: the Hermitian check of a Cholesky
+cache, Auto's hint verification, a full setup when the dtype kind changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import solvers as sv
+from tests._cases.matrices import HAVE_PARDISO, rel_residual, skewed, spd
+
+
+# ----- update held to init's Hermitian check -----------------------------------------------------
+@pytest.mark.parametrize("alg,dense", [(sv.Cholesky(), True), (sv.Cholesky(), False)],
+                         ids=["dense Cholesky", "CHOLMOD"])
+def test_update_of_a_cholesky_cache_refuses_non_hermitian(alg, dense):
+    if not dense and not sv.cholmod_available():
+        pytest.skip("CHOLMOD missing")
+    S = spd()
+    A, B = (S.toarray(), skewed(S).toarray()) if dense else (S, skewed(S))
+    b = np.ones(S.shape[0])
+    cache = sv.init(sv.LinearProblem(A, b), alg)
+    with pytest.raises(sv.NotHermitianError, match="max\\|A - Aᴴ\\|"):
+        sv.init(sv.LinearProblem(B, b), alg)           # what init says ...
+    with pytest.raises(sv.NotHermitianError, match="max\\|A - Aᴴ\\|"):
+        cache.update(A=B)                             # ... update says too
+    assert cache.generation == 0
+    assert rel_residual(S, cache.solve(), b) < 1e-12  # and the cache still holds A
+
+
+def test_auto_with_posdef_hint_on_a_non_hermitian_update_is_right():
+    S = spd()
+    b = np.ones(S.shape[0])
+    cache = sv.init(sv.LinearProblem(S, b, posdef=True))
+    with pytest.warns(sv.HintWarning, match="posdef=True but A is not Hermitian"):
+        cache.update(A=skewed(S))
+    assert rel_residual(skewed(S), cache.solve(), b) < 1e-12
+    assert "LU" in cache.kind or "mtype 11" in cache.kind
+
+
+# ----- a dtype-kind change is a full setup -------------------------------------------------------
+@pytest.mark.parametrize("alg", ["pardiso", "cholmod", "lu"])
+def test_update_from_real_to_complex_values_refactorizes_in_complex(alg):
+    if alg == "pardiso" and not HAVE_PARDISO or alg == "cholmod" and not sv.cholmod_available():
+        pytest.skip(f"{alg} not installed")
+    S = spd()
+    b = np.ones(S.shape[0])
+    make = {"pardiso": sv.Pardiso, "cholmod": sv.Cholesky, "lu": sv.LU}[alg]
+    cache = sv.init(sv.LinearProblem(S, b, posdef=True), make())
+    H = sp.csr_matrix(S + 1j * (sp.triu(S, 1) - sp.tril(S, -1)) * 0.1)  # Hermitian, same pattern
+    cache.update(A=H)
+    assert cache.stats.factorizations == 2 and cache.stats.numeric_refactorizations == 0
+    x = cache.solve()
+    assert x.dtype == np.complex128 and rel_residual(H, x, b) < 1e-12
+    if alg == "pardiso":
+        assert cache.factor.handle.mtype in (4, 13)
