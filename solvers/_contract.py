@@ -179,6 +179,15 @@ class Algorithm(abc.ABC):
         one, verifying the hints (and warning) here — at ``init`` and at every ``update``."""
         return self
 
+    def refactor(self, previous: Factor, A, prob, keep_previous: bool) -> "Prepared | None":
+        """Reuse ``previous``'s symbolic analysis for A (``prepare`` has checked that this plan
+        built it and that A meets its requirements): :meth:`Factor._spawn` when ``previous``
+        must stay usable, else :meth:`Factor._refactor`. None: the factor cannot reuse it (a
+        full setup follows). An algorithm that recovers from a failed attempt (``Auto``'s
+        fallback) may return a full setup of another algorithm instead (``reused=False``)."""
+        factor = previous._spawn(A) if keep_previous else previous._refactor(A)
+        return None if factor is None else Prepared(factor, True)
+
     @property
     def label(self) -> str:
         """How messages name the algorithm."""
@@ -245,14 +254,14 @@ def prepare(alg: Algorithm, A: lo.LinearOperator, prob, *, previous: Factor | No
         check_finite_operator(A)
     key = structure_key(A)
     plan = alg.plan(A, prob) if A.shape[0] else alg
-    factor = None
+    made = None
     if previous is not None and same_spec(previous.plan, plan) and _reusable(previous, A, key, be):
-        factor = previous._spawn(A) if keep_previous else previous._refactor(A)
-        if factor is not None:
-            factor.plan = plan
-    reused = factor is not None
-    if factor is None:
-        factor = plan.setup(A, prob)
+        made = plan.refactor(previous, A, prob, keep_previous)
+        if made is not None:
+            made.factor.plan = plan
+    if made is None:
+        made = Prepared(plan.setup(A, prob), False)
+    factor, reused = made.factor, made.reused
     factor.structure, factor.backend, factor.precision = key, be.name, precision(A.dtype)
     return Prepared(factor, reused)
 

@@ -13,9 +13,9 @@ import linops as lo
 from linops.internals import structure
 
 from .._checks import backend_of_problem, hint_text, is_hermitian
-from .._contract import Algorithm, Factor
+from .._contract import Algorithm, Factor, Prepared
 from .direct import LU, Cholesky, DiagonalSolve
-from .._errors import HintWarning, NotPositiveDefiniteError, warn_caller
+from .._errors import HintWarning, NotPositiveDefiniteError, SingularMatrixError, warn_caller
 from .krylov import CG, GMRES
 from .amg import AMG
 from .._registry import entry, register
@@ -157,9 +157,7 @@ class Auto(Algorithm):
         """:meth:`choose`, with a symmetric/definite choice wrapped so that an indefinite A
         falls back to the general factorization (counted, and warned when a hint said
         positive definite). Made at ``init`` and at every ``update``."""
-        alg = self.choose(A, prob)
-        general = _general(alg)
-        return alg if general is None else Fallback(alg, general)
+        return _general(self.choose(A, prob))
 
     def _setup(self, A, prob) -> Factor:
         """The plan's setup (``Auto`` used directly, e.g. as Woodbury's base)."""
@@ -168,36 +166,91 @@ class Auto(Algorithm):
 
 @dataclass(frozen=True)
 class Fallback(Algorithm):
-    """``first`` (a symmetric/definite factorization), or ``general`` when ``first`` finds A
-    Hermitian but not positive definite: what ``Auto`` plans for a Hermitian A. The fallback
-    costs the failed attempt (counted in ``cache.stats.fallbacks``); a wrong ``posdef=True``
-    hint is warned (:class:`HintWarning`). Not registered: ``Auto``'s building block."""
+    """The algorithms of ``chain`` in turn: ``chain[i + 1]`` when ``chain[i]`` fails with an
+    error of type ``on[i]``. What ``Auto`` plans around a factorization that may refuse a
+    matrix it was chosen for:
 
-    first: Algorithm
-    general: Algorithm
+    * ``NotPositiveDefiniteError`` after a symmetric/definite factorization (Cholesky,
+      PARDISO's definite types): A is Hermitian but not positive definite; the next one is
+      the LU counterpart. A wrong ``posdef=True`` hint is warned (:class:`HintWarning`).
+    * ``SingularMatrixError`` after PARDISO's unsymmetric LU, whose static pivoting (pivots
+      perturbed instead of exchanged) can meet a tiny pivot on a regular but indefinite
+      matrix; the next one is SuperLU, whose partial pivoting then either solves or names the
+      singularity itself.
+
+    The same rule holds at ``init`` and at every ``update`` (:meth:`refactor`: the numeric
+    refactorization of the factor the cache holds, and when that fails with its link's error,
+    a full setup of the rest of the chain; the cache keeps its old state if that fails too).
+    Each failed attempt is counted in ``cache.stats.fallbacks``. Not registered: ``Auto``'s
+    building block."""
+
+    chain: tuple
+    on: tuple
+
+    def __post_init__(self):
+        if len(self.on) != len(self.chain) - 1:
+            raise ValueError(f"Fallback: {len(self.chain)} algorithms need {len(self.chain) - 1}"
+                             f" errors, got on={self.on!r}")
 
     @property
     def label(self) -> str:
-        return self.first.label
+        return self.chain[0].label
 
     def _setup(self, A, prob) -> Factor:
+        return self._run(A, prob, 0, [])
+
+    def refactor(self, previous, A, prob, keep_previous: bool):
+        """The held factor's numeric refactorization (whichever link of the chain built it);
+        when that fails with the link's error, a full setup of the links after it."""
+        i = getattr(previous, "chain_index", 0)
         try:
-            return self.first.setup(A, prob)
-        except NotPositiveDefiniteError:
+            made = super().refactor(previous, A, prob, keep_previous)
+        except Exception as e:
+            if i >= len(self.on) or not isinstance(e, self.on[i]):
+                raise
+            return Prepared(self._run(A, prob, i + 1, [self._failed(i, prob)]), False)
+        if made is not None:
+            made.factor.chain_index = i
+        return made
+
+    def _run(self, A, prob, start: int, failed: list) -> Factor:
+        for i in range(start, len(self.chain)):
+            try:
+                factor = self.chain[i].setup(A, prob)
+            except Exception as e:
+                if i >= len(self.on) or not isinstance(e, self.on[i]):
+                    raise
+                failed.append(self._failed(i, prob))
+                continue
+            factor.chain_index = i
+            if failed:
+                factor.fallbacks = getattr(factor, "fallbacks", 0) + len(failed)
+                factor.kind = f"{factor.kind} (after {'; '.join(failed)})"
+            return factor
+        raise AssertionError("unreachable: the last link has no fallback")  # pragma: no cover
+
+    def _failed(self, i: int, prob) -> str:
+        """Says what failed (for the factor's kind), warning when a hint said positive
+        definite."""
+        label = self.chain[i].label
+        if issubclass(self.on[i], NotPositiveDefiniteError):
             if prob is not None and prob.posdef:
                 warn_caller(f"the problem says {hint_text(prob)} but A is not positive definite "
-                            f"({self.first.label} found a pivot <= 0); solving with LU instead",
+                            f"({label} found a pivot <= 0); solving with LU instead",
                             HintWarning)
-            factor = self.general.setup(A, prob)
-            factor.fallbacks = getattr(factor, "fallbacks", 0) + 1
-            factor.kind = f"{factor.kind} (after {self.first.label}: not positive definite)"
-            return factor
+            return f"{label}: not positive definite"
+        return f"{label}: static pivoting met a tiny pivot"
 
 
 def _general(alg):
-    """The general (LU) counterpart of a symmetric/definite algorithm, or None."""
+    """The plan around ``alg``: ``alg`` itself, or a :class:`Fallback` to what takes the
+    matrices ``alg`` may refuse (LU after the definite factorizations, SuperLU after PARDISO's
+    unsymmetric LU)."""
     if isinstance(alg, Cholesky):
-        return LU()
-    if alg.name == "pardiso" and alg.posdef:
-        return type(alg)(posdef=False, pivot_rtol=alg.pivot_rtol)
-    return None
+        return Fallback((alg, LU()), (NotPositiveDefiniteError,))
+    if alg.name == "pardiso":
+        lu = type(alg)(posdef=False, pivot_rtol=alg.pivot_rtol)
+        if alg.posdef:
+            return Fallback((alg, lu, LU()), (NotPositiveDefiniteError, SingularMatrixError))
+        return Fallback((lu, LU()), (SingularMatrixError,))
+    return alg

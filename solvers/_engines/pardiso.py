@@ -245,6 +245,11 @@ class Pardiso(Algorithm):
             raise ValueError(f"Pardiso: posdef must be None, True or False, got "
                              f"posdef={self.posdef!r}")
 
+    @property
+    def label(self) -> str:
+        """'Pardiso', or with the matrix type family it was given (messages, fallbacks)."""
+        return "Pardiso" if self.posdef is None else f"Pardiso(posdef={self.posdef})"
+
     def needs_hermitian(self, A, prob) -> bool:
         """``posdef=True`` given explicitly: the definite types read one triangle only."""
         return bool(self.posdef)
