@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 import linops as lo
 from linops.internals import backend_named, diagonal_of, structure, to_numpy
@@ -64,6 +65,11 @@ def not_posdef(what: str, detail: str = "") -> NotPositiveDefiniteError:
 
 
 # ----- LU ----------------------------------------------------------------------------------------
+#: SuperLU's diagonal pivot threshold in symmetric mode: a diagonal entry at least this fraction
+#: of its column's largest is taken as the pivot (the SuperLU user's guide suggests 0.0 to 0.01)
+SYMMETRIC_PIVOT_THRESHOLD = 0.01
+
+
 @register("lu", "LU with partial pivoting: LAPACK dense, SuperLU sparse (cupyx splu on cupy)",
           ("dense", "sparse"), capability="sparse_lu",
           adjoint="the same factors (trans='H')", jax=True)
@@ -72,9 +78,22 @@ class LU(Algorithm):
     """LU factorization with partial pivoting; one factorization serves A, Aᵀ and Aᴴ solves.
 
     Dense: LAPACK getrf (scipy / jax.scipy / cupyx). Sparse: SuperLU (``splu``; on cupy the
-    cupyx ``splu``, which factorizes on the host and solves on the GPU). Adjoint/transpose
-    solves reuse the factors (``trans='H'/'T'``). ``update`` with the same pattern refactorizes
-    numerically in the column order found by the first factorization (COLAMD runs once).
+    cupyx ``splu``, which factorizes on the host and solves on the GPU), used the way its
+    authors recommend for the structure (below). Adjoint/transpose solves reuse the factors
+    (``trans='H'/'T'``). ``update`` with the same pattern refactorizes numerically in the
+    order found by the first factorization (the ordering runs once).
+
+    Sparse A, by structure (``symmetric_mode=None``):
+
+    * structurally symmetric (A and Aᵀ have one pattern: finite elements, graphs, most PDE
+      matrices, symmetric or not in their values): SuperLU's **symmetric mode** — minimum
+      degree on the structure of Aᵀ + A (``MMD_AT_PLUS_A``) and diagonal pivots preferred
+      (``diag_pivot_thresh`` 0.01, :data:`SYMMETRIC_PIVOT_THRESHOLD`). On the 2-D Q4 family
+      it makes 0.57× COLAMD's fill and factorizes about twice as fast (n = 160 400). Threshold
+      pivoting is verified: the backward error of the solve that estimates the condition
+      number must stay at the rounding level (1e3·eps), else the factorization is redone in
+      the general mode (counted in ``cache.stats.fallbacks``, said in ``cache.kind``);
+    * otherwise: COLAMD's column order and partial pivoting (threshold 1).
 
     Parameters
     ----------
@@ -82,13 +101,18 @@ class LU(Algorithm):
         A dense pivot below pivot_rtol·max|pivot|, or for SuperLU a reciprocal condition
         estimate below it (one extra solve), means singular. Default: 1e3·eps in double
         precision (≈2.2e-13), 1e2·eps in single (≈1.2e-5). 0 disables the check.
+    symmetric_mode : bool, optional
+        Sparse A: None (default) by structure, as above; True: symmetric mode whatever the
+        structure; False: COLAMD and partial pivoting always.
 
-    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent.
+    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent, plus one solve
+    and one product with A to check the factorization.
 
     Raises
     ------
     ValueError
-        ``pivot_rtol`` negative or not finite (at construction).
+        ``pivot_rtol`` negative or not finite, ``symmetric_mode`` not None/True/False (at
+        construction).
     SingularMatrixError
         At ``init``/``update``: a pivot (condition estimate) below the threshold, or SuperLU's
         exact zero pivot. The message names the pivot and the ratio.
@@ -109,14 +133,14 @@ class LU(Algorithm):
     >>> cache.solve(np.array([1.0, 2.0])).round(3).tolist()
     [0.1, 0.6]
 
-    Sparse: SuperLU, whose factors also solve with Aᴴ; an update with the same pattern reuses
-    the column ordering:
+    Sparse: SuperLU, whose factors also solve with Aᴴ; this pattern is structurally
+    symmetric, so symmetric mode; an update with the same pattern reuses the ordering:
 
     >>> import scipy.sparse as sp
     >>> S = sp.csr_array(np.array([[4.0, 1.0, 0.0], [2.0, 3.0, 0.0], [0.0, 0.0, 1.0]]))
     >>> cache = sv.init(sv.LinearProblem(S), sv.LU())
     >>> cache.kind, cache.solve_adjoint(np.ones(3)).round(3).tolist()
-    ('SuperLU', [0.1, 0.3, 1.0])
+    ('SuperLU (symmetric mode)', [0.1, 0.3, 1.0])
     >>> _ = cache.update(A=2 * S)
     >>> cache.stats.factorizations, cache.stats.numeric_refactorizations
     (1, 1)
@@ -133,17 +157,30 @@ class LU(Algorithm):
     """
 
     pivot_rtol: float | None = None
+    symmetric_mode: bool | None = None
 
     def __post_init__(self):
         check_rtol(self.pivot_rtol, "pivot_rtol")
+        if self.symmetric_mode not in (None, True, False):
+            raise ValueError(f"LU: symmetric_mode must be None, True or False, got "
+                             f"symmetric_mode={self.symmetric_mode!r}")
 
     def _setup(self, A: lo.LinearOperator, prob) -> Factor:
         be = backend_of_problem(A)
         if structure(A) == "sparse":
             be.require("sparse_lu", "sparse LU")
-            return SparseLUFactor(A, be, self.pivot_rtol)
+            symmetric = (structurally_symmetric(A.pattern) if self.symmetric_mode is None
+                         else self.symmetric_mode)
+            return SparseLUFactor(A, be, self.pivot_rtol, symmetric=symmetric)
         be.require("dense_lu", "dense LU")
         return DenseLUFactor(A, be, self.pivot_rtol)
+
+
+def structurally_symmetric(pattern) -> bool:
+    """Whether a square pattern equals its transpose (O(nnz) once per pattern: the transposed
+    pattern is kept on it)."""
+    m, n = pattern.shape
+    return m == n and pattern.transpose()[0] == pattern
 
 
 class DenseLUFactor(Factor):
@@ -184,34 +221,64 @@ class DenseLUFactor(Factor):
 
 
 class SparseLUFactor(Factor):
-    """SuperLU through the backend's sparse module. ``order``: the column order of a previous
-    factorization of the same pattern (numeric refactorization: SuperLU keeps no symbolic
-    factorization, so we keep its fill-reducing column order and factor A[:, order] with
-    ``permc_spec='NATURAL'``; partial row pivoting is redone). When ``reordered`` is True,
-    ``lu`` factorizes ``A[:, order]``."""
+    """SuperLU through the backend's sparse module.
 
-    def __init__(self, A: lo.Sparse, be, pivot_rtol, order=None):
+    ``lu`` factorizes M = A[row_order][:, order]: A itself after a fresh factorization
+    (``reordered`` False; SuperLU keeps its permutations ``perm_r``/``perm_c``), or, in a
+    numeric refactorization, A permuted by the order of a previous factorization of the same
+    pattern, factorized with ``permc_spec='NATURAL'`` (SuperLU keeps no symbolic factorization,
+    so we keep its order; partial row pivoting is redone). ``order`` are the columns;
+    ``row_order`` is None in the general mode (M = A[:, order]) and equal to ``order`` in
+    symmetric mode (M = PAPᵀ, whose diagonal is A's: symmetric mode's pivots are diagonal
+    ones). ``symmetric`` says which mode made the factors; ``fallbacks`` counts a symmetric
+    factorization redone in the general mode (the backward-error check)."""
+
+    def __init__(self, A: lo.Sparse, be, pivot_rtol, order=None, symmetric: bool = False):
         self.be, self.pivot_rtol = be, pivot_rtol
-        self.kind = be.sparse_lu_name
         self.dtype = precision(A.dtype)
         csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype)
+        self.fallbacks = 0
+        self._factorize(csc, order, symmetric)
+        try:
+            berr = factor_check(self, A, pivot_rtol, self.kind)
+        except SingularMatrixError:
+            if not symmetric:
+                raise
+            berr = math.inf   # threshold pivoting is not to blame for singularity: retry
+        if symmetric and not berr <= backward_tol(self.dtype):
+            # diagonal pivoting was not stable enough here: partial pivoting instead
+            self.fallbacks = 1
+            self._factorize(csc, None, False)
+            factor_check(self, A, pivot_rtol, self.kind)
+            self.kind += f" (after symmetric mode: backward error {berr:.1e})"
+
+    def _factorize(self, csc, order, symmetric: bool) -> None:
+        be = self.be
+        self.symmetric = symmetric
+        self.kind = be.sparse_lu_name + (" (symmetric mode)" if symmetric else "")
+        mode = (dict(diag_pivot_thresh=SYMMETRIC_PIVOT_THRESHOLD,
+                     options=dict(SymmetricMode=True)) if symmetric else {})
         reuse = order is not None
         try:
             if reuse:
-                self.lu = be.sparse_linalg.splu(csc[:, order], permc_spec="NATURAL")
                 self.order = order
+                self.row_order = order if symmetric else None
+                M = csc[order][:, order] if symmetric else csc[:, order]
+                self.lu = be.sparse_linalg.splu(M, permc_spec="NATURAL", **mode)
+                self.symbolic_analyses = 0
             else:
-                self.lu = be.sparse_linalg.splu(csc, permc_spec="COLAMD")
+                self.lu = be.sparse_linalg.splu(
+                    csc, permc_spec="MMD_AT_PLUS_A" if symmetric else "COLAMD", **mode)
                 self.symbolic_analyses = 1
                 # SuperLU factors Pr·A·Pc = L·U with Pc[i, perm_c[i]] = 1, i.e. A·Pc takes its
                 # column j from column argsort(perm_c)[j] of A: that is the column order
                 self.order = (np.argsort(to_numpy(self.lu.perm_c)) if be.sparse_lu_keeps_order
                               else None)
+                self.row_order = None
         except RuntimeError as e:
             raise SingularMatrixError(f"SuperLU: {e}; the matrix has a zero pivot (a zero column "
                                       f"or a singular block). Check boundary conditions") from None
         self.reordered = reuse
-        growth_check(self, A, pivot_rtol, self.kind)
 
     def solve(self, B, trans: str):
         be = self.be
@@ -223,15 +290,25 @@ class SparseLUFactor(Factor):
         R = self.be.factor_layout(R)
         if not self.reordered:
             return self.lu.solve(R, trans=trans)
-        if trans == "N":  # A[:, order] y = b  ->  x[order] = y
-            Y = self.lu.solve(R, trans="N")
+        # M = A[rows][:, cols]: A x = b is M y = b[rows] with x[cols] = y, and Aᴴ x = c is
+        # Mᴴ z = c[cols] with x[rows] = z (rows the identity in the general mode)
+        rows = self.row_order
+        cols = self.order
+        if trans == "N":
+            Y = self.lu.solve(R if rows is None else np.asfortranarray(R[rows]), trans="N")
             X = np.empty_like(Y)
-            X[self.order] = Y
+            X[cols] = Y
             return X
-        return self.lu.solve(np.asfortranarray(R[self.order]), trans=trans)
+        Z = self.lu.solve(np.asfortranarray(R[cols]), trans=trans)
+        if rows is None:
+            return Z
+        X = np.empty_like(Z)
+        X[rows] = Z
+        return X
 
     def _spawn(self, A):
-        return SparseLUFactor(A, self.be, self.pivot_rtol, order=self.order)
+        return SparseLUFactor(A, self.be, self.pivot_rtol, order=self.order,
+                              symmetric=self.symmetric)
 
     def logdet(self) -> LogDet:
         return superlu_logdet(self)
@@ -245,24 +322,45 @@ class SparseLUFactor(Factor):
         return _selinv.superlu(self, shape)
 
 
-def growth_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> None:
-    """Reciprocal-condition estimate from one solve with a fixed random vector:
-    rcond ≈ ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞). SuperLU exposes its pivots only by copying all of U (as
-    expensive as the factorization), so this costs one triangular solve pair instead."""
+def backward_tol(dtype) -> float:
+    """The largest backward error a factorization may show on its check solve: 1e3·eps (the
+    rounding level of a stable factorization, with room for n and the condition of the
+    check)."""
+    return 1e3 * float(np.finfo(np.dtype(dtype)).eps)
+
+
+def factor_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> float:
+    """One solve with a fixed random vector r checks a sparse factorization twice; returns the
+    backward error ‖r − A x‖∞ / (‖A‖∞‖x‖∞ + ‖r‖∞) of x = A⁻¹r.
+
+    * singularity: SingularMatrixError when the reciprocal-condition estimate
+      ‖r‖∞ / (‖A‖∞ ‖A⁻¹r‖∞) is at most ``rtol`` (default ``rcond_tol``; 0: no check). SuperLU
+      exposes its pivots only by copying all of U (as expensive as the factorization), so this
+      costs one triangular solve pair instead;
+    * stability: the backward error (one product with A), which the caller compares with
+      :func:`backward_tol` where it chose a pivoting that needs checking.
+    """
     rtol = rcond_tol(A.dtype) if rtol is None else rtol
-    if rtol <= 0 or A.shape[0] == 0:
-        return
+    if A.shape[0] == 0:
+        return 0.0
     r = np.random.default_rng(12345).standard_normal((A.shape[0], 1)).astype(factor.dtype)
     x = to_numpy(factor.solve(factor.be.from_host(r), "N"))
-    anorm = np.bincount(A.pattern.rows, np.abs(to_numpy(A.values)), minlength=A.shape[0]).max()
+    values = np.abs(to_numpy(A.values))
+    anorm = np.bincount(A.pattern.rows, values, minlength=A.shape[0]).max()
     xmax = np.abs(x).max()
-    if not np.isfinite(xmax) or np.abs(r).max() <= rtol * anorm * xmax:
+    if rtol > 0 and (not np.isfinite(xmax) or np.abs(r).max() <= rtol * anorm * xmax):
         est = np.abs(r).max() / (anorm * xmax) if np.isfinite(xmax) and xmax else 0.0
         raise SingularMatrixError(
             f"{what}: the matrix is singular to working precision: estimated reciprocal "
             f"condition number {est:.3g} <= pivot_rtol={rtol:.3g}. Check boundary conditions (a "
             f"pure-Neumann problem needs one fixed dof) or regularise; pivot_rtol=0 disables "
             f"this check")
+    if not np.isfinite(xmax):
+        return math.inf
+    P = A.pattern
+    Ax = sp.csr_matrix((to_numpy(A.values), P.indices, P.indptr), shape=P.shape) @ x[:, 0]
+    res = np.abs(r[:, 0] - Ax).max()
+    return float(res / (anorm * xmax + np.abs(r).max()))
 
 
 # ----- Cholesky ----------------------------------------------------------------------------------

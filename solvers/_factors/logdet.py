@@ -69,11 +69,14 @@ def superlu_logdet(f) -> LogDet:
         raise BackendNotSupported("logdet of a cupyx SuperLU factor is not wired; factorize on "
                                   "the host (numpy arrays) with sv.LU()")
     lu = f.lu
-    # Pr·M·Pc = L·U with L unit lower: det M = sign(perm_r)·sign(perm_c)·Π Uᵢᵢ, and M = A[:, order]
-    # when the factor was reordered (numeric refactorization), so det A = sign(order)·det M
+    # Pr·M·Pc = L·U with L unit lower: det M = sign(perm_r)·sign(perm_c)·Π Uᵢᵢ, and
+    # M = A[row_order][:, order] when the factor was reordered (numeric refactorization; the
+    # rows only in symmetric mode), so det A = sign(row_order)·sign(order)·det M
     s = permutation_sign(to_numpy(lu.perm_r)) * permutation_sign(to_numpy(lu.perm_c))
     if f.reordered:
         s *= permutation_sign(f.order)
+        if getattr(f, "row_order", None) is not None:
+            s *= permutation_sign(f.row_order)
     return from_diagonal(lu.U.diagonal(), s)
 
 

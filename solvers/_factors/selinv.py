@@ -163,11 +163,14 @@ def superlu(f, shape) -> SelectedInverse:
     perm_r = np.asarray(lu.perm_r, dtype=np.int64)
     perm_c = np.asarray(lu.perm_c, dtype=np.int64)
     # Pr·M·Pc = L·U with (Pr M)[perm_r[i]] = M[i] and (M Pc)[:, perm_c[j]] = M[:, j]; M = A or
-    # A[:, order]. B[k, j] = A[rp[k], cp[j]] with rp = argsort(perm_r), cp = (order)[argsort(perm_c)]
+    # A[row_order][:, order] (row_order: symmetric mode only). B[k, j] = A[rp[k], cp[j]] with
+    # rp = (row_order)[argsort(perm_r)], cp = (order)[argsort(perm_c)]
     rp_ = np.argsort(perm_r)
     cp_ = np.argsort(perm_c)
     if f.reordered:
         cp_ = np.asarray(f.order, dtype=np.int64)[cp_]
+        if getattr(f, "row_order", None) is not None:
+            rp_ = np.asarray(f.row_order, dtype=np.int64)[rp_]
     L = lu.L.tocsc()
     U = lu.U.tocsc()                 # both as scipy made them: no conversion, int32 indices
     # the symmetric closure: the Cholesky structure of pattern(L + U) + its transpose, in B's

@@ -117,12 +117,12 @@ def test_a_regular_matrix_pardiso_static_pivoting_refuses_goes_to_superlu(posdef
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sv.HintWarning)
         cache = sv.init(sv.LinearProblem(A, b, posdef=posdef or None), sv.Auto(pardiso_min=1))
-        assert cache.kind.startswith("SuperLU (after") and "static pivoting" in cache.kind
+        assert cache.kind.startswith("SuperLU") and "static pivoting met a tiny pivot" in cache.kind
         np.testing.assert_allclose(cache.solve(), dense_solution(A, b), rtol=1e-11, atol=0)
         # an update from a matrix PARDISO takes to one it does not: the same fallback
         cache = sv.init(sv.LinearProblem(tridiag(), b, posdef=posdef or None),
                         sv.Auto(pardiso_min=1))
         assert "PARDISO" in cache.kind
         cache.update(A=A)
-    assert cache.kind.startswith("SuperLU (after")
+    assert cache.kind.startswith("SuperLU") and "static pivoting" in cache.kind
     np.testing.assert_allclose(cache.solve(), dense_solution(A, b), rtol=1e-11, atol=0)

@@ -64,16 +64,21 @@ def run_loop(alg, posdef=True, nx=24, rtol=1e-9):
 
 
 # ----- direct solvers ----------------------------------------------------------------------------
-def test_superlu_refactorization_keeps_the_colamd_order_and_its_fill():
+@pytest.mark.parametrize("symmetric", [True, False], ids=["symmetric mode", "COLAMD"])
+def test_superlu_refactorization_keeps_the_order_and_its_fill(symmetric):
     fam, b, a, thetas = loop_problem(30)
-    cache = run_loop(sv.LU(), posdef=False, nx=30)
+    # the Q4 pattern is structurally symmetric: symmetric mode by default
+    cache = run_loop(sv.LU() if symmetric else sv.LU(symmetric_mode=False), posdef=False, nx=30)
     f = cache.factor
-    assert f.reordered  # numeric refactorization in the kept column order
+    assert f.reordered and f.symmetric == symmetric  # numeric refactorization in the kept order
+    assert (f.row_order is not None) == symmetric    # symmetric mode: PAPᵀ, rows permuted too
+    mode = (dict(permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.01,
+                 options=dict(SymmetricMode=True)) if symmetric else dict(permc_spec="COLAMD"))
     K = fam(thetas[-1]).to_scipy().tocsc()
-    fresh = spl.splu(K, permc_spec="COLAMD")
-    # the bug this guards against: a wrong column order grew the fill step after step
+    fresh = spl.splu(K, **mode)
+    # the bug this guards against: a wrong order grew the fill step after step
     assert f.lu.nnz <= 1.02 * fresh.nnz, (f.lu.nnz, fresh.nnz)
-    first = spl.splu(fam(thetas[0]).to_scipy().tocsc(), permc_spec="COLAMD")
+    first = spl.splu(fam(thetas[0]).to_scipy().tocsc(), **mode)
     np.testing.assert_array_equal(f.order, np.argsort(first.perm_c))
 
 
