@@ -9,16 +9,18 @@ is ``init`` plus one solve, with the algorithm picked for you by default. Every 
 
 Problem and results
 -------------------
-LinearProblem(A, b, hermitian=, posdef=)   A u = b; A and b are snapshotted; hints for Auto
+LinearProblem(A, b, hermitian=, posdef=,   A u = b; A and b are snapshotted; hints for Auto;
+              asks=)                       asks: "logdet", "selected_inverse" beyond solves
 init(prob, alg=None, like=None)            factorize once -> LinearCache (``like=``: reuse
                                            another cache's symbolic analysis)
 solve(prob, alg=None, throw=True)          init + one solve -> Solution
 Solution                                   u, status, stats, cache, generation, current
 LinearCache                                solve(b), solve_adjoint(c), solve_transpose(c),
                                            update(A=, b=), as_operator(), logdet(), u, kind,
-                                           generation
+                                           info (what was chosen and why), generation
 CacheStats                                 factorizations, numeric_refactorizations,
-                                           symbolic_analyses, fallbacks, solves, adjoint_solves,
+                                           symbolic_analyses, fallbacks, tuning_factorizations,
+                                           solves, adjoint_solves,
                                            transpose_solves, iterations, times (``Stats``: its
                                            deprecated old name)
 Status                                     SUCCESS, ACCURACY_LIMIT, SINGULAR, NOT_HERMITIAN,
@@ -27,8 +29,12 @@ Status                                     SUCCESS, ACCURACY_LIMIT, SINGULAR, NO
 
 Algorithms (pass as ``alg``; or a name: ``"lu"``, ``"cg"``, ...)
 ----------------------------------------------------------------
-Auto()                     the default: picks from A's structure and the hints (see its table)
-LU(pivot_rtol=)            LAPACK dense / SuperLU sparse; any square A
+Auto(tune=, profile=)      the default: picks from A's structure and the hints (see its table),
+                           measuring the engines where a problem is solved more than once
+Profile                    Auto's measurements: per pattern, and the machine profile that
+                           ``python -m linops tune`` writes (``Profile.load()``)
+LU(pivot_rtol=,            LAPACK dense / SuperLU sparse (symmetric mode for structurally
+   symmetric_mode=)        symmetric patterns); any square A
 Cholesky(pivot_rtol=)      Hermitian positive definite; dense or CHOLMOD (cholmod_available())
 CG, MINRES                 Krylov, Hermitian (positive definite / indefinite) A
 GMRES, BiCGStab            Krylov, general A (``rtol``, ``atol``, ``maxiter``, ``x0``,
@@ -131,6 +137,7 @@ from ._results import Status as Status
 from ._solve import init as init
 from ._solve import solve as solve
 from ._engines.woodbury import Woodbury as Woodbury
+from ._engines.tune import Profile as Profile
 from ._results import LogDet as LogDet
 from ._results import SelectedInverse as SelectedInverse
 from ._inverse import selected_inverse as selected_inverse
@@ -146,7 +153,7 @@ __all__ = [
     "LinearProblem", "init", "solve", "Solution", "LinearCache", "CacheStats", "Status",
     # algorithms
     "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
-    "Pardiso", "PETSc", "cholmod_available", "show_config",
+    "Pardiso", "PETSc", "cholmod_available", "show_config", "Profile",
     # preconditioners
     "AMG", "ILU", "Jacobi",
     # errors and warnings

@@ -36,7 +36,8 @@ from linops.internals import ShapeError
 
 from ._checks import backend_of_problem, finite_or_raise
 from ._contract import Prepared, prepare
-from ._errors import SolveError, StaleSolutionError
+from ._errors import BackendNotSupported, HintWarning, SolveError, StaleSolutionError, \
+    warn_caller
 from ._problem import LinearProblem, as_rhs
 from ._registry import resolve
 from ._results import CacheStats, Status
@@ -146,6 +147,7 @@ class LinearCache:
             s.factorizations += 1
         s.symbolic_analyses += made.factor.symbolic_analyses
         s.fallbacks += getattr(made.factor, "fallbacks", 0)
+        s.tuning_factorizations += made.factor.tuning_factorizations
         return made
 
     # ----- properties -----------------------------------------------------------------------------
@@ -169,6 +171,24 @@ class LinearCache:
         'CG + AMG(sa): 3 levels, ...', 'Woodbury(rank 1) over diagonal', ... (``sv.Auto``'s
         choice shows here)."""
         return self.factor.kind or type(self.factor).__name__
+
+    @property
+    def info(self) -> str:
+        """What the algorithm set up and why, in words: the kind, then ``sv.Auto``'s reason
+        (its rule, the winner of a measurement on this pattern with the times of every
+        candidate, or of this machine's profile; a factorization a query needed) or the
+        algorithm as it was given.
+
+        Examples
+        --------
+        >>> import numpy as np, solvers as sv
+        >>> sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]]))).info
+        'dense LU — by rule: dense, not Hermitian'
+        >>> sv.init(sv.LinearProblem(np.eye(2)), sv.LU()).info
+        'dense LU — LU(pivot_rtol=None, symmetric_mode=None), as given'
+        """
+        why = self.factor.why or f"{self.alg!r}, as given"
+        return f"{self.kind} — {why}"
 
     def __repr__(self) -> str:
         s = self.stats
@@ -229,7 +249,40 @@ class LinearCache:
         >>> sign, round(float(np.exp(logabsdet)), 12), cache.stats.factorizations
         (1.0, 3.0, 1)
         """
-        return self.factor.logdet()
+        return self._answering("logdet", lambda f: f.logdet())
+
+    def _answering(self, query: str, call):
+        """``call(factor)`` for a query beyond solves (``"logdet"``, ``"selected_inverse"``).
+
+        When the factor cannot answer it (BackendNotSupported) and the algorithm can choose
+        another engine (``Auto``: :meth:`Algorithm.for_query`), A is factorized once more with a
+        capable one — the same checks as ``init``, counted in ``stats.factorizations``, warned
+        (:class:`HintWarning`) — which replaces the factor (the same A: ``generation``, ``u``
+        and every Solution stay valid), and the problem asks the query from then on (updates
+        keep a capable engine). Otherwise the error stands."""
+        try:
+            return call(self.factor)
+        except BackendNotSupported:
+            prob = self.prob.asking(query)
+            plan = self.alg.for_query(query, self.A, prob, self.factor)
+            if plan is None:
+                raise
+        old = self.kind
+        t = time.perf_counter()
+        made = prepare(plan, self.A, prob, check_finite=self.check_finite)
+        self.stats.setup_seconds += time.perf_counter() - t
+        self.stats.factorizations += 1
+        self.stats.symbolic_analyses += made.factor.symbolic_analyses
+        self.stats.fallbacks += getattr(made.factor, "fallbacks", 0)
+        warn_caller(f"{query}: {old}, which Auto chose, cannot answer it; A was factorized once "
+                    f"more with {made.factor.kind} (cache.stats.factorizations counts it). "
+                    f"Declare it and Auto factorizes once: sv.LinearProblem(..., "
+                    f"asks=({query!r},))", HintWarning)
+        made.factor.why = (f"asked for {query}, which {old} cannot answer "
+                           f"({made.factor.why or 'the rules'})")
+        previous, self.factor, self.prob = self.factor, made.factor, prob
+        previous.close()
+        return call(self.factor)
 
     def close(self) -> None:
         """Release the factorization's external resources now (PARDISO, PETSc); the cache
@@ -431,14 +484,15 @@ class LinearCache:
             if A.shape != prob.A.shape:
                 raise ShapeError(f"update: new A.shape={A.shape} but the cache's "
                                  f"A.shape={prob.A.shape}")
-            new_prob = LinearProblem(A, prob.b if b is None else b, **prob.given_hints)
+            new_prob = LinearProblem(A, prob.b if b is None else b, asks=prob.asks,
+                                     **prob.given_hints)
             # build the new factor first and assign last: a failure leaves the cache untouched
             made = self._prepare(new_prob, self.factor, keep_previous=False)
             self.factor, self.prob = made.factor, new_prob
             self.generation += 1
             self._u = None
         elif b is not None:
-            self.prob = LinearProblem(prob.A, b, **prob.given_hints)
+            self.prob = LinearProblem(prob.A, b, asks=prob.asks, **prob.given_hints)
             self._u = None
         return self
 

@@ -82,6 +82,18 @@ class Factor(abc.ABC):
         Of the last solve (``ACCURACY_LIMIT`` for an iterative one at the rounding level).
     symbolic_analyses : int
         Symbolic analyses this factor ran (0 when it reused one).
+    numeric_seconds : float or None
+        Wall time of the numeric factorization alone, where the engine separates it from its
+        analysis (CHOLMOD, PARDISO, SuperLU's ``splu``); what ``Auto``'s measurements rank a
+        loop's steps by.
+    why : str or None
+        Why this factor's algorithm was chosen (``Auto``; None for an algorithm as given), in
+        words: ``cache.info`` shows it.
+    chosen : Algorithm or None
+        Set by a setup that chose among plans by measuring them (``Auto``'s tuning): the plan
+        that built this factor, recorded as its ``plan`` instead of the measuring one.
+    tuning_factorizations : int
+        Factorizations of other candidates timed and dropped to choose this one.
     """
 
     kind: str = ""
@@ -91,6 +103,10 @@ class Factor(abc.ABC):
     iterations: int = 0
     last_status: Any = None
     symbolic_analyses: int = 0
+    numeric_seconds: float | None = None
+    why: str | None = None
+    chosen: Any = None
+    tuning_factorizations: int = 0
     # set by setup(): the algorithm (the plan) that built it; by prepare(): what it was built
     # for (structure key, backend name, the working precision of the operator: CHOLMOD
     # factors a float32 A in float64, say)
@@ -179,6 +195,18 @@ class Algorithm(abc.ABC):
         one, verifying the hints (and warning) here — at ``init`` and at every ``update``."""
         return self
 
+    def replan(self, A, prob, previous: Factor) -> "Algorithm":
+        """The plan for an ``update`` of a cache that holds ``previous``: :meth:`plan` by
+        default. ``Auto`` measures its candidates here, at the first update of a pattern (the
+        problem is solved more than once)."""
+        return self.plan(A, prob)
+
+    def for_query(self, query: str, A, prob, factor: Factor) -> "Algorithm | None":
+        """An algorithm whose factor answers ``query`` (``"logdet"``, ``"selected_inverse"``)
+        for A where ``factor`` (this algorithm's) cannot, or None: an algorithm chosen by the
+        user is kept, and the query raises. ``Auto`` returns the capable plan."""
+        return None
+
     def refactor(self, previous: Factor, A, prob, keep_previous: bool) -> "Prepared | None":
         """Reuse ``previous``'s symbolic analysis for A (``prepare`` has checked that this plan
         built it and that A meets its requirements): :meth:`Factor._spawn` when ``previous``
@@ -203,7 +231,7 @@ class Algorithm(abc.ABC):
         if not isinstance(factor, Factor):
             raise TypeError(f"{self.label}._setup returned {type(factor).__name__}, not a "
                             f"solvers Factor")
-        factor.plan = self
+        factor.plan = factor.chosen if factor.chosen is not None else self
         return factor
 
     @abc.abstractmethod
@@ -253,7 +281,12 @@ def prepare(alg: Algorithm, A: lo.LinearOperator, prob, *, previous: Factor | No
     if check_finite:
         check_finite_operator(A)
     key = structure_key(A)
-    plan = alg.plan(A, prob) if A.shape[0] else alg
+    if not A.shape[0]:
+        plan = alg
+    elif previous is not None and not keep_previous:
+        plan = alg.replan(A, prob, previous)
+    else:
+        plan = alg.plan(A, prob)
     made = None
     if previous is not None and same_spec(previous.plan, plan) and _reusable(previous, A, key, be):
         made = plan.refactor(previous, A, prob, keep_previous)
@@ -262,6 +295,8 @@ def prepare(alg: Algorithm, A: lo.LinearOperator, prob, *, previous: Factor | No
     if made is None:
         made = Prepared(plan.setup(A, prob), False)
     factor, reused = made.factor, made.reused
+    if factor.why is None:   # the plan's reason (Auto's), shown by cache.info
+        factor.why = getattr(plan, "why", None)
     factor.structure, factor.backend, factor.precision = key, be.name, precision(A.dtype)
     return Prepared(factor, reused)
 

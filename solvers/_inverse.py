@@ -141,15 +141,18 @@ def _entries(A: Inverse, rows, cols):
     transposed = A.op in ("H", "T")
     r, c = (cols, rows) if transposed else (rows, cols)  # positions of A⁻¹ itself
     try:
-        S = selected_inverse(A.cache)
+        S = A.cache.factor.selected_inverse(A.cache.A.shape)
     except BackendNotSupported as e:
         ncols = np.unique(c).size
-        if ncols > _MAX_SOLVED_COLUMNS:  # never n solves behind a query's back
-            raise BackendNotSupported(
-                f"{e}. Without a selected inverse these {r.size} entries would take {ncols} "
-                f"solves (one per distinct column; at most {_MAX_SOLVED_COLUMNS} are done "
-                f"silently)") from None
         S = None
+        if ncols > _MAX_SOLVED_COLUMNS:  # never n solves behind a query's back
+            try:   # Auto factorizes once more with an engine that has a selected inverse
+                S = selected_inverse(A.cache)
+            except BackendNotSupported:
+                raise BackendNotSupported(
+                    f"{e}. Without a selected inverse these {r.size} entries would take {ncols} "
+                    f"solves (one per distinct column; at most {_MAX_SOLVED_COLUMNS} are done "
+                    f"silently)") from None
     if S is not None:
         vals, found = S.lookup(r, c)
         del S
@@ -192,7 +195,10 @@ def selected_inverse(cache) -> SelectedInverse:
     Parameters
     ----------
     cache : LinearCache
-        With CHOLMOD, SuperLU, dense LU or dense Cholesky factors.
+        With CHOLMOD, SuperLU, dense LU or dense Cholesky factors. A ``sv.Auto`` cache that
+        holds another factor (PARDISO) factorizes once more with one of these first (counted in
+        ``cache.stats.factorizations``, warned with a ``HintWarning``; declare
+        ``LinearProblem(..., asks="selected_inverse")`` to have it chosen at ``init``).
 
     Returns
     -------
@@ -201,8 +207,8 @@ def selected_inverse(cache) -> SelectedInverse:
     Raises
     ------
     BackendNotSupported
-        An iterative cache, PARDISO (MKL exposes no factor), or a cupy/jax-device factor; the
-        message names a factorization that works.
+        An iterative cache, PARDISO (MKL exposes no factor), or a cupy/jax-device factor that
+        an algorithm of your choice made; the message names a factorization that works.
 
     Examples
     --------
@@ -212,4 +218,4 @@ def selected_inverse(cache) -> SelectedInverse:
     >>> (S.diagonal() * 3).round(12).tolist()             # A⁻¹ = [[2, -1], [-1, 2]] / 3
     [2.0, 2.0]
     """
-    return cache.factor.selected_inverse(cache.A.shape)
+    return cache._answering("selected_inverse", lambda f: f.selected_inverse(cache.A.shape))

@@ -35,6 +35,13 @@ class LinearProblem:
         Hints (None: unknown) that ``Auto`` uses to pick Cholesky or CG. They are verified where
         they choose an algorithm and never switch off a check (see ``sv.Auto``, ``sv.Cholesky``).
         ``posdef=True`` implies ``hermitian=True`` unless you say otherwise.
+    asks : str or iterable of str, optional
+        What the cache will be asked beyond solves, so that ``Auto`` factorizes with an engine
+        that can answer: ``"logdet"`` (``cache.logdet()``) and ``"selected_inverse"`` (entries
+        of A⁻¹: ``sv.selected_inverse``, ``lo.diagonal``/``lo.sample``/``lo.project`` of
+        ``sv.inverse(cache)``, the gradient ``adjoints.logdet_pullback``). Without it ``Auto``
+        answers such a query all the same, by factorizing once more with a capable engine
+        (counted, and warned with a :class:`HintWarning`). Explicit algorithms ignore it.
 
     Attributes
     ----------
@@ -43,11 +50,15 @@ class LinearProblem:
     b : array or None
         The right-hand side, read-only (its dtype is kept: an integer b is cast per solve).
     hermitian, posdef : bool or None
+    asks : frozenset of str
+        The declared queries (empty: solves only).
 
     Raises
     ------
     ShapeError
         A not square, or b not of shape (n,) / (n, k); the message names both shapes.
+    ValueError
+        ``asks`` names a query that does not exist (the message lists them).
     TypeError
         A hint that is not True, False or None; or an operator of a non-numeric dtype that
         cannot be converted to float64 (integer ``Dense``, ``Sparse``, ``Diagonal`` and
@@ -76,6 +87,8 @@ class LinearProblem:
     [0.1, 0.6]
     >>> sv.LinearProblem(np.eye(2), posdef=True).hermitian
     True
+    >>> sorted(sv.LinearProblem(np.eye(2), asks=("logdet", "selected_inverse")).asks)
+    ['logdet', 'selected_inverse']
     >>> sv.LinearProblem(np.eye(2), np.ones(3))
     Traceback (most recent call last):
     ...
@@ -86,8 +99,10 @@ class LinearProblem:
     b: Any = None
     hermitian: bool | None = None
     posdef: bool | None = None
+    asks: Any = frozenset()
 
     def __post_init__(self):
+        object.__setattr__(self, "asks", as_queries(self.asks))
         A = _as_inexact(lo.aslinop(self.A))
         object.__setattr__(self, "A", A)
         m, n = A.shape
@@ -105,6 +120,27 @@ class LinearProblem:
             object.__setattr__(self, "hermitian", True)
         if self.b is not None:
             object.__setattr__(self, "b", snapshot(as_rhs(A, self.b, "b")))
+
+    def asking(self, query: str) -> "LinearProblem":
+        """The same problem (the same A and b snapshots) with ``query`` added to ``asks``."""
+        return LinearProblem(self.A, self.b, asks=self.asks | as_queries(query),
+                             **self.given_hints)
+
+
+#: the questions a cache answers beyond solves (``LinearProblem(asks=...)``)
+QUERIES = ("logdet", "selected_inverse")
+
+
+def as_queries(asks) -> frozenset:
+    """``asks`` as a frozenset of :data:`QUERIES` (a str is one query), else ValueError."""
+    if asks is None:
+        return frozenset()
+    items = (asks,) if isinstance(asks, str) else tuple(asks)
+    bad = [q for q in items if q not in QUERIES]
+    if bad:
+        raise ValueError(f"asks={asks!r}: unknown {bad}; a cache is asked {', '.join(QUERIES)} "
+                         f"beyond solves")
+    return frozenset(items)
 
 
 def _as_inexact(A: lo.LinearOperator) -> lo.LinearOperator:

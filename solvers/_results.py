@@ -113,6 +113,9 @@ class CacheStats:
         Setups whose symmetric/definite factorization found A indefinite and that fell back to
         the general one (``sv.Auto``): one more factorization each, counted in
         ``factorizations`` once.
+    tuning_factorizations : int
+        Factorizations ``sv.Auto`` made to time candidate engines on this pattern and then
+        dropped (at most one per candidate per pattern; not in ``factorizations``).
     solves, adjoint_solves, transpose_solves : int
         Successful calls of ``solve``, ``solve_adjoint``, ``solve_transpose`` (a call with
         k right-hand sides counts once).
@@ -136,6 +139,7 @@ class CacheStats:
     numeric_refactorizations: int = 0
     symbolic_analyses: int = 0
     fallbacks: int = 0
+    tuning_factorizations: int = 0
     solves: int = 0
     adjoint_solves: int = 0
     transpose_solves: int = 0

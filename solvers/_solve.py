@@ -76,7 +76,7 @@ def init(prob: LinearProblem, alg=None, *, check_finite: bool = True,
     >>> first = init(LinearProblem(S), "lu")
     >>> second = init(LinearProblem(2 * S), like=first)
     >>> first.stats.symbolic_analyses, second.stats.symbolic_analyses, second.kind
-    (1, 0, 'SuperLU')
+    (1, 0, 'SuperLU (symmetric mode)')
     >>> init(LinearProblem(np.eye(2)), "qr")
     Traceback (most recent call last):
     ...

@@ -23,3 +23,7 @@ from ._registry import entries as entries
 from ._registry import entry as entry
 from ._registry import entry_of as entry_of
 from ._registry import resolve as resolve
+from ._engines.tune import Measurement as Measurement
+from ._engines.tune import Timing as Timing
+from ._engines.tune import use_profile as use_profile
+from ._engines.tune import user_profile_path as user_profile_path

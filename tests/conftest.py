@@ -20,3 +20,15 @@ def xp(request):
 @pytest.fixture(params=DTYPES)
 def dtype(request):
     return np.dtype(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _auto_profile():
+    """Every test starts with an empty sv.Auto profile: no machine profile a developer wrote with
+    ``python -m linops tune``, no pattern measured by an earlier test."""
+    import solvers as sv
+    from solvers._engines.tune import use_profile
+
+    old = use_profile(sv.Profile())
+    yield
+    use_profile(old)

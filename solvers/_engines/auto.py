@@ -1,25 +1,37 @@
 """Auto: pick the algorithm from the operator's structure, what the registry says is installed,
-and the problem's hints (verified, never trusted).
+the problem's hints (verified, never trusted) and the questions it declares (``asks``) — and,
+where a problem is solved more than once, from measurements of the candidate engines on the
+real pattern (:mod:`solvers._engines.tune`).
 
-The rules are :meth:`Auto.choose`; :meth:`Auto._setup` runs the choice and, when a
-symmetric/definite factorization finds A indefinite, falls back to the general one (counted).
+The rules are :meth:`Auto.choose`; :meth:`Auto.plan` turns the choice into the plan a setup
+runs: the measured or profiled winner where there is one, and a :class:`Fallback` chain around
+a factorization that may refuse the matrix (a definite one on an indefinite A, PARDISO's static
+pivoting on a regular A it cannot take).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import linops as lo
-from linops.internals import structure
+from linops.internals import structure, structure_key
 
-from .._checks import backend_of_problem, hint_text, is_hermitian
+from .._checks import backend_of_problem, hint_text, is_hermitian, precision
 from .._contract import Algorithm, Factor, Prepared
 from .direct import LU, Cholesky, DiagonalSolve
 from .._errors import HintWarning, NotPositiveDefiniteError, SingularMatrixError, warn_caller
 from .krylov import CG, GMRES
 from .amg import AMG
 from .._registry import entry, register
+from .tune import Profile, Tuned, default_profile, measure_candidates
 from .woodbury import Woodbury
+
+#: what each engine Auto may pick answers beyond solves (``LinearProblem(asks=...)``)
+ANSWERS = {"CHOLMOD": {"logdet", "selected_inverse"}, "SuperLU": {"logdet", "selected_inverse"},
+           "PARDISO definite": {"logdet"}, "PARDISO": set(), "dense": {"logdet",
+                                                                      "selected_inverse"}}
 
 
 @register("auto", "the default: chooses by structure, size, what is installed and checked hints",
@@ -35,11 +47,17 @@ class Auto(Algorithm):
     Diagonal or Identity                              elementwise division (exact, O(n))
     B + LowRank(U, V) (a Sum with one low-rank term)  Woodbury over Auto(B)
     Dense (or n <= dense_max)                         Cholesky if Hermitian, else LU (LAPACK)
-    Sparse, posdef hint, n > iterative_min            CG(rtol) + AMG   (where AMG exists)
+    Sparse, posdef hint, n > iterative_min            CG(rtol) + AMG   (where AMG exists; not
+                                                      when the problem asks for log det or
+                                                      entries of A⁻¹)
     Sparse (numpy), n >= pardiso_min, PARDISO there   Pardiso (mtype 2/4 if Hermitian, else
-                                                      11/13)
+                                                      11/13; not when the problem asks for
+                                                      entries of A⁻¹, nor for log det unless
+                                                      Hermitian)
     Sparse, Hermitian, CHOLMOD available              Cholesky (CHOLMOD)
-    Sparse, otherwise                                 LU (SuperLU; cupyx splu on cupy)
+    Sparse, otherwise                                 LU (SuperLU, symmetric mode for a
+                                                      structurally symmetric pattern; cupyx
+                                                      splu on cupy)
     matrix-free / lazy, Hermitian posdef hints        CG(rtol)
     matrix-free / lazy, otherwise                     GMRES(rtol)
     ================================================  =========================================
@@ -47,15 +65,37 @@ class Auto(Algorithm):
     "Hermitian" is CHECKED for stored matrices (O(nnz) sparse, O(n²) dense), hint or not: a
     Hermitian A gets the symmetric/definite factorization (half the work of LU) without any
     hint, and a Cholesky that finds A indefinite falls back to LU (one more factorization,
-    counted in ``cache.stats.fallbacks``; never a wrong answer). With a hint that does not hold
-    (``posdef=True`` on a non-Hermitian or an indefinite A) Auto also warns
-    (:class:`HintWarning`, naming the hint as you gave it) — the README's rule. An explicit
-    ``sv.Cholesky()`` raises instead (``NotHermitianError``, ``NotPositiveDefiniteError``).
+    counted in ``cache.stats.fallbacks``; never a wrong answer), at ``init`` and at every
+    ``update`` alike. With a hint that does not hold (``posdef=True`` on a non-Hermitian or an
+    indefinite A) Auto also warns (:class:`HintWarning`, naming the hint as you gave it) — the
+    README's rule. An explicit ``sv.Cholesky()`` raises instead (``NotHermitianError``,
+    ``NotPositiveDefiniteError``).
+
+    **Measured, where a problem is solved more than once.** For a sparse matrix on the host the
+    rules' direct engine is only the first guess. At a cache's first ``update`` on the same
+    pattern (or at ``init`` with ``tune=True``) Auto times every candidate engine that can
+    answer the problem's questions — CHOLMOD, PARDISO and SuperLU for a Hermitian A (SuperLU
+    only when CHOLMOD refuses it: the same factorization with twice the flops), PARDISO and
+    SuperLU otherwise — on the real matrix, keeps the fastest one's factor and drops the others
+    (``cache.stats.tuning_factorizations``: at most one per candidate per pattern), and
+    remembers the winner for the pattern. Without a measurement of the pattern, a per-machine
+    profile written by ``python -m linops tune`` (read from the user's cache directory) picks
+    the winner measured on a problem of the same class and a similar size. ``cache.info`` says
+    which and why ("chose CHOLMOD: 0.41 s vs PARDISO 0.74 s on this pattern (...)"). Every
+    candidate is a direct factorization, so a measured choice changes the answer by the
+    engines' rounding only; a plain ``sv.solve`` keeps its cost (one factorization).
+
+    **Questions.** A problem that declares ``asks=("logdet", "selected_inverse")`` gets an
+    engine that answers them (CHOLMOD, SuperLU; PARDISO's definite types for log det). An
+    undeclared query that the chosen engine cannot answer (the gradient of log det on a
+    PARDISO cache) is answered all the same: the cache factorizes once more with a capable
+    engine, counted in ``cache.stats.factorizations`` and warned (:class:`HintWarning`).
 
     ``pardiso_min``: PARDISO (when pypardiso is installed) beat CHOLMOD and SuperLU from about
     n = 10⁴ on the Q4 Poisson family (CPU time of factorization + two solves, one thread: at
     n = 2·10⁴ 91 ms vs CHOLMOD 229 ms, 158 ms vs SuperLU 216 ms; at 8·10⁴ 465 vs 770 ms and
-    655 vs 1080 ms); below 5·10³ its analysis overhead loses. 2·10⁴ keeps a margin.
+    655 vs 1080 ms); below 5·10³ its analysis overhead loses. 2·10⁴ keeps a margin. Measured
+    on other machines or under load, the order differs: hence the measurements.
 
     Parameters
     ----------
@@ -70,14 +110,27 @@ class Auto(Algorithm):
         accurate as the solves). None: the precision's default.
     pardiso_min : int
         Sparse problems from this size use PARDISO when it is installed (see above).
+    tune : bool or None
+        None (default): measure at a cache's first update of a pattern of at least
+        ``tune_min`` unknowns; True: at ``init`` too, at any size; False: the rules only (no
+        measurement, no profile).
+    profile : sv.Profile, path or None
+        Where measurements are kept and the machine profile read from: None (default) the
+        process's own (this machine's file, :meth:`solvers.Profile.load`, and the patterns
+        measured since); a path: that file; a ``sv.Profile``.
+    tune_min : int
+        The smallest problem ``tune=None`` measures (default 10⁴ unknowns: below, a
+        factorization takes milliseconds and PARDISO's analysis alone costs more than any
+        choice saves).
 
     Notes
     -----
-    The choice depends on what is installed (PARDISO, CHOLMOD: the registry says) and on the
-    backend (no AMG on cupy/jax, no PARDISO off the host): read ``cache.kind`` after ``init`` to
-    see it, or call :meth:`choose`. Adjoint solves always reuse whatever was chosen. An
-    ``update`` re-runs these rules whenever the factor cannot be reused for the new A (a
-    Cholesky factor and a non-Hermitian A, another pattern or dtype kind), warnings included.
+    The choice depends on what is installed (PARDISO, CHOLMOD: the registry says), on the
+    backend (no AMG on cupy/jax, no PARDISO off the host) and on the measurements: read
+    ``cache.info`` after ``init`` to see it, or call :meth:`choose` for the rules. Adjoint solves
+    always reuse whatever was chosen. An ``update`` re-runs these rules whenever the factor
+    cannot be reused for the new A (a Cholesky factor and a non-Hermitian A, another pattern or
+    dtype kind), warnings included.
 
     Examples
     --------
@@ -97,21 +150,40 @@ class Auto(Algorithm):
     >>> cache = sv.init(sv.LinearProblem(np.array([[1.0, 2.0], [2.0, 1.0]])))   # indefinite
     >>> cache.kind, cache.stats.fallbacks
     ('dense LU (after Cholesky: not positive definite)', 1)
+
+    Measured at init, with a private profile:
+
+    >>> cache = sv.init(prob, sv.Auto(tune=True, profile=sv.Profile()))
+    >>> cache.info.split(":")[1].strip().startswith("chose")   # doctest: +SKIP
+    True
     """
 
     iterative_min: int = 2_000_000
     dense_max: int = 0
     rtol: float | None = 1e-10
     pardiso_min: int = 20_000
+    tune: bool | None = None
+    profile: Any = field(default=None, repr=False)
+    tune_min: int = 10_000
+
+    def __post_init__(self):
+        if self.tune not in (None, True, False):
+            raise ValueError(f"Auto: tune must be None, True or False, got tune={self.tune!r}")
+        if not (self.profile is None or isinstance(self.profile, (Profile, str, Path))):
+            raise TypeError(f"Auto: profile must be None, a path or a solvers.Profile, got "
+                            f"{type(self.profile).__name__}")
+        if isinstance(self.profile, (str, Path)):
+            object.__setattr__(self, "profile", Profile.load(self.profile))
 
     def choose(self, A: lo.LinearOperator, prob=None):
-        """The algorithm these rules pick for A and the problem's hints (nothing is set up).
+        """The algorithm these rules pick for A and the problem's hints and questions (nothing
+        is set up, nothing measured).
 
         Parameters
         ----------
         A : lo.LinearOperator
         prob : LinearProblem, optional
-            Its ``hermitian``/``posdef`` hints; None: no hints.
+            Its ``hermitian``/``posdef`` hints and ``asks``; None: no hints, solves only.
 
         Returns
         -------
@@ -125,43 +197,190 @@ class Auto(Algorithm):
         HintWarning
             A hint says Hermitian (or positive definite) but A is not: LU is chosen instead.
         """
+        return self._decide(A, prob)[0]
+
+    def _decide(self, A, prob):
+        """(algorithm, the rule in words, whether A is Hermitian (checked; None: not checked))."""
         posdef = bool(prob is not None and prob.posdef)
         hermitian = bool(prob is not None and prob.hermitian)
+        asks = prob.asks if prob is not None else frozenset()
         kind = structure(A)
+        n = A.shape[0]
         if kind == "diagonal":
-            return DiagonalSolve()
+            return DiagonalSolve(), "a diagonal operator: elementwise division", None
         if kind == "lowrank":
-            return Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min))
-        stored = kind in ("dense", "sparse") or A.shape[0] <= self.dense_max
+            return (Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min,
+                                  self.tune, self.profile, self.tune_min)),
+                    "B + a low-rank term: Woodbury over Auto(B)", None)
+        stored = kind in ("dense", "sparse") or n <= self.dense_max
         if not stored:  # a lazy operator's hint goes to CG unchecked; CG's true residual checks
-            return CG(rtol=self.rtol) if posdef and hermitian else GMRES(rtol=self.rtol)
+            if posdef and hermitian:
+                return CG(rtol=self.rtol), "a lazy operator with posdef hints: CG", None
+            return GMRES(rtol=self.rtol), "a lazy operator: GMRES", None
         # stored entries: Hermitian is checked (O(nnz)), with or without a hint
         sym = is_hermitian(A)
         if (posdef or hermitian) and not sym:
             warn_caller(f"the problem says {hint_text(prob)} but A is not Hermitian; solving "
                         f"with LU instead", HintWarning)
             posdef = False
+        what = "Hermitian" if sym else "not Hermitian"
         if kind == "sparse":
             be = backend_of_problem(A)
-            if posdef and A.shape[0] > self.iterative_min and be.capability("amg") is None:
-                return CG(rtol=self.rtol, precond=AMG())
-            if (A.shape[0] >= self.pardiso_min and be.name == "numpy"
-                    and entry("pardiso").unavailable() is None):
-                return entry("pardiso").cls(posdef=sym)
+            if (posdef and n > self.iterative_min and be.capability("amg") is None
+                    and not asks):
+                return (CG(rtol=self.rtol, precond=AMG()),
+                        f"by rule: sparse, positive definite hint, n = {n:,} > iterative_min", sym)
+            if (n >= self.pardiso_min and be.name == "numpy"
+                    and entry("pardiso").unavailable() is None and _pardiso_answers(asks, sym)):
+                return (entry("pardiso").cls(posdef=sym),
+                        f"by rule: sparse, {what}, n = {n:,} >= pardiso_min and PARDISO "
+                        f"installed", sym)
             if sym and be.capability("sparse_cholesky") is None:
-                return Cholesky()
-            return LU()
-        return Cholesky() if sym else LU()
+                return Cholesky(), f"by rule: sparse, {what}, CHOLMOD installed", sym
+            return LU(), f"by rule: sparse, {what}", sym
+        return (Cholesky() if sym else LU()), f"by rule: dense, {what}", sym
 
     def plan(self, A, prob):
-        """:meth:`choose`, with a symmetric/definite choice wrapped so that an indefinite A
-        falls back to the general factorization (counted, and warned when a hint said
-        positive definite). Made at ``init`` and at every ``update``."""
-        return _general(self.choose(A, prob))
+        """:meth:`choose`, or the measured/profiled winner, as the plan a setup runs: a
+        symmetric/definite choice wrapped so that an indefinite A falls back to the general
+        factorization (counted, and warned when a hint said positive definite), PARDISO's LU
+        so that a regular matrix its static pivoting refuses goes to SuperLU; with
+        ``tune=True`` and no measurement of the pattern yet, the measuring plan. Made at
+        ``init`` and at every ``update``."""
+        return self._plan(A, prob, "init" if self.tune else None)
+
+    def replan(self, A, prob, previous: Factor):
+        """The plan of an ``update``: the first update of a pattern (the same structure as the
+        factor held) measures the candidates (``tune`` not False); later ones use the winner."""
+        same = previous.structure is not None and previous.structure == structure_key(A)
+        big = self.tune is True or A.shape[0] >= self.tune_min
+        return self._plan(A, prob, "update" if same and big and self.tune is not False
+                          else None)
+
+    def for_query(self, query: str, A, prob, factor: Factor):
+        """The plan of an engine that answers ``query`` for A (``prob`` already asks it), when
+        the factor Auto chose cannot; None for an operator nothing here factorizes."""
+        if structure(A) not in ("sparse", "dense"):
+            return None
+        return self._plan(A, prob, None)
+
+    def measure(self, prob, *, repeat: int = 1):
+        """Time every candidate engine on ``prob`` (a sparse host matrix), keeping nothing: what
+        Auto measures at a first update, and what ``python -m linops tune`` records.
+
+        Parameters
+        ----------
+        prob : LinearProblem
+        repeat : int
+            Trials per candidate; each timing is the fastest of them.
+
+        Returns
+        -------
+        solvers._engines.tune.Measurement
+            ``timings`` (setup, numeric factorization, solves, or why a candidate failed),
+            ``ranking(use)``, ``winner(use)``, ``text(use)``.
+
+        Raises
+        ------
+        ValueError
+            ``prob.A`` is not a sparse matrix on the host (nothing to choose between).
+
+        Examples
+        --------
+        >>> import numpy as np, scipy.sparse as sp, solvers as sv
+        >>> A = sp.diags([-1.0, 2.5, -1.0], [-1, 0, 1], shape=(200, 200), format="csr")
+        >>> m = sv.Auto().measure(sv.LinearProblem(A, np.ones(200)))
+        >>> m.winner("init") in {t.engine for t in m.timings}
+        True
+        """
+        A = prob.A
+        be = backend_of_problem(A)
+        if structure(A) != "sparse" or be.name != "numpy":
+            raise ValueError(f"Auto.measure times sparse host matrices, got a {structure(A)} "
+                             f"operator on {be.name}")
+        sym = is_hermitian(A)
+        return measure_candidates(_candidates(be, sym, prob.asks), A, prob, repeat)
+
+    def _profile(self) -> Profile | None:
+        if self.tune is False:
+            return None
+        return self.profile if self.profile is not None else default_profile()
+
+    def _plan(self, A, prob, measure: str | None):
+        alg, why, sym = self._decide(A, prob)
+        asks = prob.asks if prob is not None else frozenset()
+        profile = self._profile()
+        be = backend_of_problem(A)
+        direct = isinstance(alg, (Cholesky, LU)) or alg.name == "pardiso"
+        if profile is not None and direct and structure(A) == "sparse" and be.name == "numpy":
+            cands = _candidates(be, sym, asks)
+            names = {c[0] for c in cands}
+            key = (A.pattern.fingerprint, precision(A.dtype).name, sym, tuple(sorted(asks)))
+            m = profile.measured(key)
+            if m is not None and m.winner(allowed=names) is not None:
+                alg, why = _engine_alg(m.winner(allowed=names), sym), m.text()
+            elif measure is not None and len(_timed(cands)) > 1:
+                return Tuned(tuple(cands), measure, _general(alg, asks), key, profile)
+            else:
+                cls = {"class": "hermitian" if sym else "general",
+                       "dtype": precision(A.dtype).name}
+                found = profile.for_class(cls, A.shape[0], A.pattern.nnz)
+                if found is not None and found[1].winner("init", names) is not None:
+                    alg = _engine_alg(found[1].winner("init", names), sym)
+                    why = found[1].text("init")
+        plan = _general(alg, asks)
+        object.__setattr__(plan, "why", why)   # read by prepare for cache.info; never compared
+        return plan
 
     def _setup(self, A, prob) -> Factor:
         """The plan's setup (``Auto`` used directly, e.g. as Woodbury's base)."""
         return self.plan(A, prob).setup(A, prob)
+
+
+def _pardiso_answers(asks, sym: bool) -> bool:
+    """Whether PARDISO (definite types when ``sym``) answers every declared query."""
+    return asks <= (ANSWERS["PARDISO definite"] if sym else ANSWERS["PARDISO"])
+
+
+def _candidates(be, sym: bool, asks) -> list:
+    """The engines Auto times for a sparse host matrix: (engine, the algorithm a trial runs, the
+    plan kept when it wins, and the engine whose success makes this trial needless)."""
+    cholmod = be.capability("sparse_cholesky") is None
+    pardiso = entry("pardiso").unavailable() is None
+    out = []
+    if sym:
+        if cholmod:
+            out.append(("CHOLMOD", Cholesky(), _general(Cholesky(), asks)))
+        if pardiso and _pardiso_answers(asks, True):
+            P = entry("pardiso").cls
+            out.append(("PARDISO", P(posdef=True), _general(P(posdef=True), asks)))
+            if _pardiso_answers(asks, False):   # Hermitian indefinite: its LU
+                out.append(("PARDISO", P(posdef=False), _general(P(posdef=False), asks)))
+        # SuperLU is the same factorization as CHOLMOD with twice the flops: timed only where
+        # CHOLMOD refuses A (indefinite) or is not installed
+        out.append(("SuperLU", LU(), LU()) if not cholmod else ("SuperLU", LU(), LU(), "CHOLMOD"))
+    else:
+        if pardiso and _pardiso_answers(asks, False):
+            P = entry("pardiso").cls
+            out.append(("PARDISO", P(posdef=False), _general(P(posdef=False), asks)))
+        out.append(("SuperLU", LU(), LU()))
+    return out
+
+
+def _timed(cands) -> set:
+    """The engines a measurement over ``cands`` may time (not those another one makes
+    needless)."""
+    names = {c[0] for c in cands}
+    return {c[0] for c in cands if len(c) < 4 or c[3] not in names}
+
+
+def _engine_alg(engine: str, sym: bool):
+    """The algorithm of an engine's name in a measurement."""
+    if engine == "CHOLMOD":
+        return Cholesky()
+    if engine == "PARDISO":
+        return entry("pardiso").cls(posdef=bool(sym))
+    return LU()
 
 
 @dataclass(frozen=True)
@@ -242,14 +461,17 @@ class Fallback(Algorithm):
         return f"{label}: static pivoting met a tiny pivot"
 
 
-def _general(alg):
+def _general(alg, asks=frozenset()):
     """The plan around ``alg``: ``alg`` itself, or a :class:`Fallback` to what takes the
     matrices ``alg`` may refuse (LU after the definite factorizations, SuperLU after PARDISO's
-    unsymmetric LU)."""
+    unsymmetric LU; PARDISO's LU is left out of the chain when the problem asks what it cannot
+    answer)."""
     if isinstance(alg, Cholesky):
         return Fallback((alg, LU()), (NotPositiveDefiniteError,))
     if alg.name == "pardiso":
         lu = type(alg)(posdef=False, pivot_rtol=alg.pivot_rtol)
+        if alg.posdef and not _pardiso_answers(asks, False):
+            return Fallback((alg, LU()), (NotPositiveDefiniteError,))
         if alg.posdef:
             return Fallback((alg, lu, LU()), (NotPositiveDefiniteError, SingularMatrixError))
         return Fallback((lu, LU()), (SingularMatrixError,))

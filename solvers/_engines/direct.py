@@ -14,6 +14,7 @@ only fail on an exact zero, and would otherwise hand back a solution of rounding
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from dataclasses import dataclass
 
@@ -259,6 +260,7 @@ class SparseLUFactor(Factor):
         mode = (dict(diag_pivot_thresh=SYMMETRIC_PIVOT_THRESHOLD,
                      options=dict(SymmetricMode=True)) if symmetric else {})
         reuse = order is not None
+        t = time.perf_counter()
         try:
             if reuse:
                 self.order = order
@@ -279,6 +281,7 @@ class SparseLUFactor(Factor):
             raise SingularMatrixError(f"SuperLU: {e}; the matrix has a zero pivot (a zero column "
                                       f"or a singular block). Check boundary conditions") from None
         self.reordered = reuse
+        self.numeric_seconds = time.perf_counter() - t   # SuperLU orders inside splu
 
     def solve(self, B, trans: str):
         be = self.be
@@ -535,10 +538,12 @@ class CholmodFactor(Factor):
             symbolic = cholmod.analyze(csc, mode=mode)
             self.symbolic_analyses = 1
         self.symbolic = symbolic
+        t = time.perf_counter()
         try:
             self.factor = self.symbolic.cholesky(csc)
         except cholmod.CholmodNotPositiveDefiniteError as e:
             raise not_posdef("CHOLMOD", f" ({e})") from None
+        self.numeric_seconds = time.perf_counter() - t
         D = np.real(self.factor.D())
         pivot_check(D, self.out_dtype, pivot_rtol, "CHOLMOD")  # singular: a tiny pivot first
         if D.size and D.min() <= 0:  # a simplicial LDLᵀ "succeeds" on indefinite matrices

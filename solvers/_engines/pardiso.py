@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 import weakref
 from collections import Counter
 from dataclasses import dataclass
@@ -359,7 +360,9 @@ class PardisoFactor(Factor):
         self.kind = f"PARDISO (mtype {handle.mtype})"
         self.requires_hermitian = handle.mtype in (2, 4)
         self.a = _values(A, self.dtype, upper)  # PARDISO reads A again in phase 33 (refinement)
+        t = time.perf_counter()
         err = handle.call(NUMERIC, self.a, mnum)
+        self.numeric_seconds = time.perf_counter() - t
         try:
             if err:
                 raise _error(err, NUMERIC, handle.mtype)

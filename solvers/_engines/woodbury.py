@@ -52,7 +52,7 @@ class Woodbury(Algorithm):
     >>> A = B + lo.RankOne(np.ones(3), np.array([1.0, 0.0, 1.0]))    # a lazy Sum
     >>> cache = sv.init(sv.LinearProblem(A), sv.Woodbury(sv.LU()))
     >>> cache.kind
-    'Woodbury(rank 1) over SuperLU'
+    'Woodbury(rank 1) over SuperLU (symmetric mode)'
     >>> x = cache.solve(np.ones(3))
     >>> bool(np.allclose(lo.to_dense(A) @ x, 1.0)), cache.stats.factorizations
     (True, 1)
