@@ -25,6 +25,7 @@ default_rtol      1e-8                  1e-5                  Krylov methods wit
 from __future__ import annotations
 
 import functools
+import weakref
 
 import numpy as np
 
@@ -169,15 +170,34 @@ def _(A: lo.Sparse):
     return float(d.max(initial=0.0)), scale, pos
 
 
+_DEFECTS: dict = {}   # id(operator) -> (weakref to it, its hermitian_defect)
+
+
+def hermitian_defect_of(A: lo.LinearOperator):
+    """:func:`hermitian_defect`, computed once per stored operator: ``lo.Sparse`` and
+    ``lo.Dense`` are immutable snapshots, so ``Auto``'s check and the chosen factorization's
+    requirement share one O(nnz) pass (an entry dies with its operator). Other operators (a
+    PETSc Mat can change under its wrapper) are checked every time."""
+    if not isinstance(A, (lo.Sparse, lo.Dense)):
+        return hermitian_defect(A)
+    k = id(A)
+    hit = _DEFECTS.get(k)
+    if hit is not None and hit[0]() is A:
+        return hit[1]
+    value = hermitian_defect(A)
+    _DEFECTS[k] = (weakref.ref(A, lambda _, k=k: _DEFECTS.pop(k, None)), value)
+    return value
+
+
 def is_hermitian(A: lo.LinearOperator) -> bool:
     """max|A − Aᴴ| ≤ ``hermitian_tol``·max|A| (the test of ``require_hermitian``, as a bool)."""
-    defect, scale, _ = hermitian_defect(A)
+    defect, scale, _ = hermitian_defect_of(A)
     return defect <= hermitian_tol(A.dtype) * max(scale, 1e-300)
 
 
 def require_hermitian(A: lo.LinearOperator, who: str) -> None:
     """NotHermitianError with the size and position of the largest defect."""
-    defect, scale, pos = hermitian_defect(A)
+    defect, scale, pos = hermitian_defect_of(A)
     if defect > hermitian_tol(A.dtype) * max(scale, 1e-300):
         raise NotHermitianError(
             f"{who} needs a Hermitian matrix, but max|A - Aᴴ| = {defect:.3g}"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import report
 from .legends import legend
-from .methods import DEFAULT, METHODS, installed
+from .methods import DEFAULT, METHODS, PROBLEMS, installed
 from .names import Names, pick, slug
 from .runner import progress, run_in_child
 
@@ -104,6 +104,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-plot", action="store_true", help="do not draw bench.png")
     ap.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds per measurement (default 120)")
+    ap.add_argument("--problems", nargs="+", choices=PROBLEMS, default=["spd"],
+                    help="spd: the heat-conduction family (default); nonsymmetric: its "
+                         "convection-diffusion twin on the same pattern (no posdef hint)")
     return ap
 
 
@@ -197,6 +200,31 @@ def run_section(name: str, argv: list[str]):
         raise
 
 
+def auto_summary(rows: list[dict]) -> str:
+    """One line per size where both ran: ``sv.Auto``'s time over the fastest hand-written
+    adjoint's (the methods marked ``hand``), with both engines named; '' when there is none.
+
+    >>> rows = [{"method": "auto", "label": "linops Auto (CHOLMOD)", "n": 20, "time_s": 0.9},
+    ...         {"method": "scipy", "label": "scipy, adjoint written by hand", "n": 20,
+    ...          "time_s": 1.0}]
+    >>> print(auto_summary(rows))
+    <BLANKLINE>
+    n = 20: linops Auto (CHOLMOD) 0.900 s = 0.90× the best hand-written adjoint (scipy, adjoint written by hand, 1.000 s)
+    """
+    lines = []
+    for n in sorted({r["n"] for r in rows}):
+        at = [r for r in rows if r["n"] == n and "time_s" in r]
+        auto = [r for r in at if r["method"] == "auto"]
+        hand = [r for r in at if METHODS[r["method"]].hand]
+        if auto and hand:
+            best = min(hand, key=lambda r: r["time_s"])
+            ratio = auto[0]["time_s"] / best["time_s"]
+            lines.append(f"n = {n:,}: {auto[0]['label']} {auto[0]['time_s']:.3f} s = "
+                         f"{ratio:.2f}× the best hand-written adjoint ({best['label']}, "
+                         f"{best['time_s']:.3f} s)")
+    return ("\n\n" + "\n".join(lines)) if lines else ""
+
+
 def bench(argv=None) -> list[dict]:
     """Run the benchmark; returns the result rows (also written to ``--out``).
 
@@ -230,16 +258,17 @@ def bench(argv=None) -> list[dict]:
     sizes = args.sizes or ([30, 60] if args.quick else list(DEFAULT_SIZES))
     _prepare_out(ap, args.out)
     plot = not args.no_plot and installed("matplotlib")
-    jobs = [(m, nx) for nx in sizes for m in args.methods]
+    jobs = [(m, nx, kind) for kind in args.problems for nx in sizes for m in args.methods]
     results, t0 = [], time.time()
-    for i, (name, nx) in enumerate(jobs):
-        progress(i, len(jobs), f"{name}, nx={nx}")
+    for i, (name, nx, kind) in enumerate(jobs):
+        progress(i, len(jobs), f"{name}, nx={nx}, {kind}")
         why = METHODS[name].unavailable()
         if why is not None:
             r = {"method": name, "label": METHODS[name].label, "n": nx * (nx + 1),
-                 "skipped": "not installed", "why": why}
+                 "problem": kind, "skipped": "not installed", "why": why}
         else:
-            r = run_in_child(name, nx, args.timeout)
+            r = run_in_child(name, nx, args.timeout, kind)
+        r["load_average"] = round(os.getloadavg()[0], 2)
         results.append(r)
     elapsed = time.time() - t0
     progress(len(jobs), len(jobs), f"done in {elapsed:.0f} s")
@@ -251,7 +280,12 @@ def bench(argv=None) -> list[dict]:
             "seconds": round(elapsed, 1)}
     title = ("value + gradient of f(θ) = aᵀK(θ)⁻¹b w.r.t. θ (one per cell) and K's stored "
              "values")
-    body = report.table(results)
+    parts = []
+    for kind in args.problems:
+        rows = [r for r in results if r.get("problem", "spd") == kind]
+        head = f"{kind} problem:\n" if len(args.problems) > 1 else ""
+        parts.append(head + report.table(rows) + auto_summary(rows))
+    body = "\n\n".join(parts)
     print(f"{title}\n{body}\n{legend('main')}")
     md = (f"# python -m linops bench\n\n{title}.\n\nMeasured {meta['date']} on {meta['machine']} "
           f"(load average {meta['load_average']}) in {meta['seconds']} s with "

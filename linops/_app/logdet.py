@@ -42,22 +42,26 @@ from .legends import legend
 from .names import Names
 from .report import markdown_table, publish
 
-ENGINES = ("cholmod", "superlu", "pardiso")
+ENGINES = ("cholmod", "superlu", "pardiso", "auto", "auto-asks")
+#: the rows of sv.Auto: the plain user code (the gradient's query chooses the engine), and the
+#: problem that declares what it will be asked (``asks=``)
+ASKS = {"auto": (), "auto-asks": ("logdet", "selected_inverse")}
 
 
 def _alg(engine: str):
     """The algorithm object of ``engine`` (one of :data:`ENGINES`).
 
     >>> [_alg(e).name for e in ENGINES]            # the names sv.solve gives them
-    ['cholesky', 'lu', 'pardiso']
+    ['cholesky', 'lu', 'pardiso', 'auto', 'auto']
     """
-    return {"cholmod": sv.Cholesky(), "superlu": sv.LU(),
-            "pardiso": sv.Pardiso(posdef=True)}[engine]
+    return {"cholmod": sv.Cholesky(), "superlu": sv.LU(), "pardiso": sv.Pardiso(posdef=True),
+            "auto": sv.Auto(), "auto-asks": sv.Auto()}[engine]
 
 
 def engine_names() -> dict[str, tuple[str, ...]]:
-    """Each engine and the name sv.solve gives its algorithm, which ``--engines`` takes too."""
-    return {e: (_alg(e).name,) for e in ENGINES}
+    """Each engine and the name sv.solve gives its algorithm, which ``--engines`` takes too
+    (``auto-asks`` has only its own)."""
+    return {e: (_alg(e).name,) if e != "auto-asks" else () for e in ENGINES}
 
 
 def _theta(fam):
@@ -69,9 +73,16 @@ def _warm(engine: str) -> None:
     """Imports and numba's compiled kernels, on a tiny problem (not measured): the first
     selected inversion compiles its kernels, seconds that belong to no measurement."""
     fam, _ = lo.testing.poisson_family(6)
-    c = sv.init(sv.LinearProblem(fam(_theta(fam)), posdef=True), _alg(engine))
-    c.logdet()
-    fam.pullback(ad.logdet_pullback(c))
+    # Auto's rows meet PARDISO (loading MKL) and CHOLMOD: both are warmed
+    algs = [sv.Pardiso(posdef=True), sv.Cholesky()] if engine in ASKS else [_alg(engine)]
+    for alg in algs:
+        try:
+            c = sv.init(sv.LinearProblem(fam(_theta(fam)), posdef=True), alg)
+        except sv.BackendNotSupported:      # not installed here: nothing to warm
+            continue
+        c.logdet()
+        if alg.name != "pardiso":
+            fam.pullback(ad.logdet_pullback(c))
 
 
 def measure_value_grad(engine: str, nx: int) -> dict:
@@ -88,8 +99,9 @@ def measure_value_grad(engine: str, nx: int) -> dict:
     base = rss_now()
     reset_peak()
     t = time.perf_counter()
-    cache = sv.init(sv.LinearProblem(K, posdef=True), _alg(engine))
+    cache = sv.init(sv.LinearProblem(K, posdef=True, asks=ASKS.get(engine, ())), _alg(engine))
     t_fact = time.perf_counter() - t
+    kind_at_init = cache.kind
     fact_peak = hwm() - base
     held = rss_now() - base
     reset_peak()
@@ -100,7 +112,10 @@ def measure_value_grad(engine: str, nx: int) -> dict:
     t_vg = time.perf_counter() - t
     vg_peak = hwm() - base
     s = cache.stats
-    return {"row": "value+grad", "engine": cache.kind, "n": K.shape[0], "nnz": K.pattern.nnz,
+    engine_label = cache.kind if kind_at_init == cache.kind else f"{kind_at_init} → {cache.kind}"
+    if engine in ASKS:
+        engine_label = f"Auto{' (asks)' if ASKS[engine] else ''}: {engine_label}"
+    return {"row": "value+grad", "engine": engine_label, "n": K.shape[0], "nnz": K.pattern.nnz,
             "fact_s": t_fact, "value_s": t_val, "value_grad_s": t_vg,
             "ratio_vg": t_vg / t_fact, "ratio_total": (t_fact + t_vg) / t_fact,
             "factor_mb": held / 2**20, "fact_peak_mb": fact_peak / 2**20,
@@ -360,7 +375,10 @@ def main(argv=None) -> list[dict]:
                     default=["cholmod", "superlu"], metavar="NAME",
                     help="factorizations of the value+grad rows, any case, comma or space "
                          "separated: cholmod (cholesky), superlu (lu), pardiso (log det only: "
-                         "no row); default cholmod superlu")
+                         "no row), auto (sv.Auto() and the plain code: the gradient's query "
+                         "factorizes once more where Auto's engine has no selected inverse), "
+                         "auto-asks (sv.Auto() on a problem that declares asks=); default "
+                         "cholmod superlu")
     ap.add_argument("--timeout", type=float, default=900.0, metavar="S",
                     help="seconds per measurement (default 900)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",

@@ -74,6 +74,10 @@ class Method:
         Its first call at a new shape compiles (JAX), so that call is never a timing.
     engine : bool
         Its rows name the engine the cache ran (registry methods).
+    spd_only : bool
+        It runs the SPD problem only (a Cholesky by hand).
+    hand : bool
+        A hand-written adjoint: the references ``sv.Auto`` is compared with.
     """
 
     slug: str
@@ -86,6 +90,8 @@ class Method:
     dense_solve: bool = False
     jit: bool = False
     engine: bool = False
+    spd_only: bool = False
+    hand: bool = False
 
     def unavailable(self) -> str | None:
         """None when the method can run here, else why not (a missing optional dependency)."""
@@ -134,16 +140,23 @@ def row_label(method: Method, kind: str | None) -> str:
     return f"{method.label} ({engine})"
 
 
-def problem(nx: int):
-    """(fam, b, θ, a) for an nx×nx grid: n = nx(nx+1) unknowns, about 9n stored entries.
+PROBLEMS = ("spd", "nonsymmetric")
 
-    Cost: O(n) to build the family (``lo.testing.poisson_family``).
+
+def problem(nx: int, kind: str = "spd"):
+    """(fam, b, θ, a) for an nx×nx grid: n = nx(nx+1) unknowns, about 9n stored entries; the
+    heat-conduction family (``kind="spd"``, ``lo.testing.poisson_family``) or its
+    convection–diffusion twin (``"nonsymmetric"``, Péclet 1 per cell, the same pattern).
+
+    Cost: O(n) to build the family.
 
     >>> fam, b, theta, a = problem(3)
     >>> fam.shape, theta.shape, a.shape
     ((12, 12), (9,), (12,))
     """
-    fam, b = lo.testing.poisson_family(nx)
+    make = {"spd": lo.testing.poisson_family,
+            "nonsymmetric": lo.testing.convection_diffusion_family}[kind]
+    fam, b = make(nx)
     rng = np.random.default_rng(0)
     return fam, b, 0.5 + rng.random(fam.n_params), rng.standard_normal(fam.shape[0])
 
@@ -152,15 +165,16 @@ def _linops(make_alg: Callable):
     """The linops method for the algorithm ``make_alg()`` makes: ``sv.solve`` with the posdef
     hint, one ``ad.solve_pullback`` (one adjoint solve, same factors), the gradient on K's
     stored values by ``lo.project`` (an SDDMM) and its θ-gradient by ``fam.pullback``."""
-    def build(fam, b, theta, a):
+    def build(fam, b, theta, a, spd=True):
         alg = make_alg()
+        hint = True if spd else None      # the nonsymmetric problem gives no hint
 
         def forward():
-            return sv.solve(sv.LinearProblem(fam(theta), b, posdef=True), alg).u
+            return sv.solve(sv.LinearProblem(fam(theta), b, posdef=hint), alg).u
 
         def full():
             K = fam(theta)
-            sol = sv.solve(sv.LinearProblem(K, b, posdef=True), alg)
+            sol = sv.solve(sv.LinearProblem(K, b, posdef=hint), alg)
             g = ad.solve_pullback(sol, a)          # Ā = RankOne(−λ, u): one adjoint solve
             gK = lo.project(g.A, like=K)           # gradient w.r.t. K's stored values (SDDMM)
             return a @ sol.u, fam.pullback(gK), g, sol
@@ -171,7 +185,7 @@ def _linops(make_alg: Callable):
     return build
 
 
-def _linops_jax(fam, b, theta, a):
+def _linops_jax(fam, b, theta, a, spd=True):
     """``jax.jit(jax.value_and_grad(f))`` with f through ``adjoints.jax.solve`` (Auto, posdef
     hint): one host factorization per evaluation, counted by ``adj.stats()``."""
     import jax  # optional dependencies: imported only by the methods that use them
@@ -184,7 +198,7 @@ def _linops_jax(fam, b, theta, a):
     aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
 
     def f(th):
-        return jnp.dot(aj, adj.solve(fam(th), bj, posdef=True))  # as the numpy rows
+        return jnp.dot(aj, adj.solve(fam(th), bj, posdef=True if spd else None))  # as numpy
 
     vg, fj = jax.jit(jax.value_and_grad(f)), jax.jit(f)
 
@@ -198,7 +212,7 @@ def _linops_jax(fam, b, theta, a):
         lambda r: {"factorizations": r[2].factorizations, "payload_bytes": int(r[1].nbytes)}
 
 
-def _scipy_by_hand(fam, b, theta, a):
+def _scipy_by_hand(fam, b, theta, a, spd=True):
     """What a careful scipy user writes: assemble K = M θ on the pattern, ``splu`` once, solve
     with K and (``trans='T'``) with Kᵀ, the gradient on the stored entries −λᵢuⱼ, θ̄ = Mᵀ gK.
 
@@ -224,7 +238,99 @@ def _scipy_by_hand(fam, b, theta, a):
         lambda r: {"factorizations": 1, "payload_bytes": int(r[2].nbytes)}
 
 
-def _dense_gradient(fam, b, theta, a):
+def _hand_parts(fam):
+    """What every hand-written reference builds once: the assembly map M (θ ↦ K's values, scipy
+    CSR, the same map linops uses), ``assemble()`` → scipy CSR K(θ) and ``grad(u, λ)`` →
+    θ̄ = −Mᵀ(λᵢuⱼ) on the pattern."""
+    import scipy.sparse as sp
+
+    P = fam.pattern
+    M = fam.MH.to_scipy().T.tocsr()
+    MT = sp.csr_matrix(M.T)
+
+    def assemble(theta):
+        return sp.csr_matrix((M @ theta, P.indices, P.indptr), shape=P.shape)
+
+    def grad(u, lam):
+        return -(MT @ (lam[P.rows] * u[P.indices]))
+
+    return assemble, grad
+
+
+def _superlu_symmetric_by_hand(fam, b, theta, a, spd=True):
+    """A scipy user who reads SuperLU's guide: ``splu`` in symmetric mode (MMD on Aᵀ + A,
+    ``diag_pivot_thresh=0.01``, ``SymmetricMode``) for this structurally symmetric pattern, the
+    adjoint by ``trans='T'``."""
+    import scipy.sparse.linalg as spl
+
+    assemble, grad = _hand_parts(fam)
+    mode = dict(permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.01,
+                options=dict(SymmetricMode=True))
+
+    def full():
+        lu = spl.splu(assemble(theta).tocsc(), **mode)
+        u = lu.solve(b)
+        lam = lu.solve(a, trans="T")
+        return a @ u, grad(u, lam), u
+
+    return (lambda: spl.splu(assemble(theta).tocsc(), **mode).solve(b)), full, \
+        lambda r: {"factorizations": 1, "payload_bytes": int(r[2].nbytes) * 2}
+
+
+def _cholmod_by_hand(fam, b, theta, a, spd=True):
+    """scikit-sparse as its documentation shows it: ``cholmod.cholesky(K)``, ``F(b)``, and the
+    adjoint ``F(a)`` (K is symmetric); SPD problems only."""
+    if not spd:
+        raise ValueError("CHOLMOD by hand: a Cholesky factorization needs the SPD problem")
+    from sksparse import cholmod  # the optional dependency: only this method needs it
+
+    assemble, grad = _hand_parts(fam)
+
+    def full():
+        F = cholmod.cholesky(assemble(theta).tocsc())
+        u, lam = F(b), F(a)
+        return a @ u, grad(u, lam), u
+
+    return (lambda: cholmod.cholesky(assemble(theta).tocsc())(b)), full, \
+        lambda r: {"factorizations": 1, "payload_bytes": int(r[2].nbytes) * 2}
+
+
+def _pardiso_by_hand(fam, b, theta, a, spd=True):
+    """pypardiso as a script uses it: one ``PyPardisoSolver`` made once (its constructor's
+    search for MKL is a one-time cost, outside the timing), ``factorize`` + ``solve``; SPD:
+    the real symmetric positive definite type on the upper triangle (mtype 2), whose adjoint is
+    a forward solve; nonsymmetric: mtype 11, the adjoint by ``iparm(12) = 2`` (Aᵀx = b) on the
+    same factors."""
+    import scipy.sparse as sp
+    from pypardiso import PyPardisoSolver  # the optional dependency: only this method needs it
+
+    assemble, grad = _hand_parts(fam)
+    ps = PyPardisoSolver(mtype=2 if spd else 11)
+
+    def factor():
+        K = assemble(theta)
+        A = sp.triu(K, format="csr") if spd else K
+        A.sort_indices()
+        ps.factorize(A)
+        return A
+
+    def full():
+        A = factor()
+        u = ps.solve(A, b)
+        if not spd:
+            ps.set_iparm(12, 2)
+        lam = ps.solve(A, a)
+        ps.set_iparm(12, 0)
+        return a @ u, grad(u, lam), u
+
+    def forward():
+        A = factor()
+        return ps.solve(A, b)
+
+    return forward, full, lambda r: {"factorizations": 1, "payload_bytes": int(r[2].nbytes) * 2}
+
+
+def _dense_gradient(fam, b, theta, a, spd=True):
     """The same solves, but the gradient w.r.t. K written out as the dense n×n −λuᵀ (what an AD
     system materialises): n² memory, skipped where it does not fit.
 
@@ -246,7 +352,7 @@ def _dense_gradient(fam, b, theta, a):
         lambda r: {"factorizations": 1, "payload_bytes": int(r[2].nbytes)}
 
 
-def _jax_spsolve(fam, b, theta, a):
+def _jax_spsolve(fam, b, theta, a, spd=True):
     """f through ``jax.experimental.sparse.linalg.spsolve`` and ``jax.value_and_grad``: JAX's
     own sparse path, a fresh factorization for the solve and another for its transpose."""
     import jax
@@ -272,7 +378,7 @@ def _jax_spsolve(fam, b, theta, a):
         lambda r: {"factorizations": 2, "payload_bytes": int(r[1].nbytes)}
 
 
-def _dense_jax(fam, b, theta, a):
+def _dense_jax(fam, b, theta, a, spd=True):
     """f with K scattered into a dense n×n jax array and ``jnp.linalg.solve``: O(n²) memory,
     O(n³) time; only run for small n."""
     import jax
@@ -322,8 +428,18 @@ METHODS: dict[str, Method] = {m.slug: m for m in (
                    "aggregation"),
     Method("jax", "linops jax (jit(value_and_grad))", _linops_jax, needs=("jax",), jit=True,
            summary="adjoints.jax.solve under jax.jit(jax.value_and_grad)"),
-    Method("scipy", "scipy, adjoint written by hand", _scipy_by_hand,
+    Method("scipy", "scipy, adjoint written by hand", _scipy_by_hand, hand=True,
            summary="splu once, solve with K and Kᵀ, the gradient by hand"),
+    Method("scipy-symmetric", "scipy splu symmetric mode, by hand", _superlu_symmetric_by_hand,
+           hand=True, summary="splu in SuperLU's symmetric mode (MMD_AT_PLUS_A, diag_pivot_thresh=0.01), "
+                   "the adjoint by trans='T', by hand"),
+    Method("cholmod-hand", "CHOLMOD (scikit-sparse), by hand", _cholmod_by_hand,
+           needs=("scikit-sparse",), spd_only=True, hand=True,
+           summary="cholmod.cholesky(K), F(b), F(a), the gradient by hand (SPD only)"),
+    Method("pardiso-hand", "PARDISO (pypardiso), by hand", _pardiso_by_hand,
+           needs=("pypardiso",), hand=True,
+           summary="pypardiso factorize + solve (mtype 2 on the upper triangle; 11 with "
+                   "iparm(12) for Kᵀ), the gradient by hand"),
     Method("dense-gradient", "dense n×n gradient (scipy)", _dense_gradient, dense_bytes=8,
            summary="the same solves, the gradient w.r.t. K as a dense n×n array"),
     Method("jax-spsolve", "jax spsolve + jax.grad", _jax_spsolve, needs=("jax",), jit=True,

@@ -37,7 +37,7 @@ def _best(fn, first: tuple, jit: bool) -> tuple:
     return min(runs, key=lambda x: x[0])
 
 
-def run_one(slug: str, nx: int) -> dict:
+def run_one(slug: str, nx: int, kind: str = "spd") -> dict:
     """Measure method ``slug`` on the nx×nx problem (run this in a fresh process).
 
     Memory: peak RSS increase of the first full run over the state after building the problem
@@ -51,6 +51,9 @@ def run_one(slug: str, nx: int) -> dict:
         A key of ``methods.METHODS``.
     nx : int
         Grid side: n = nx·(nx+1) unknowns.
+    kind : str
+        The problem (``methods.PROBLEMS``): ``"spd"`` (heat conduction) or ``"nonsymmetric"``
+        (convection–diffusion on the same pattern).
 
     Returns
     -------
@@ -68,16 +71,19 @@ def run_one(slug: str, nx: int) -> dict:
     'needs 5 GB'
     """
     m = METHODS[slug]
-    fam, b, theta, a = problem(nx)
+    fam, b, theta, a = problem(nx, kind)
     n, nnz = fam.shape[0], fam.pattern.nnz
-    out = {"method": slug, "label": m.label, "n": n, "nnz": nnz}
+    spd = kind == "spd"
+    out = {"method": slug, "label": m.label, "n": n, "nnz": nnz, "problem": kind}
+    if m.spd_only and not spd:
+        return {**out, "skipped": "SPD only"}
     if m.dense_bytes and m.dense_bytes * n * n > DENSE_BUDGET:
         return {**out, "skipped": f"needs {m.dense_bytes * n * n / 1e9:.0f} GB"}
     if m.dense_solve and n > DENSE_SOLVE_MAX_N:
         return {**out, "skipped": "not run: O(n³) dense LU"}
-    for fn in m.build(*problem(6))[:2]:  # warm-up: imports, JIT compilation of tiny shapes
+    for fn in m.build(*problem(6, kind), spd=spd)[:2]:  # warm-up: imports, JIT compilation
         fn()
-    forward, full, extra = m.build(fam, b, theta, a)
+    forward, full, extra = m.build(fam, b, theta, a, spd=spd)
     base = rss_now()
     t_cold, res = _timed(full)
     peak = peak_rss() - base
@@ -89,12 +95,12 @@ def run_one(slug: str, nx: int) -> dict:
             **facts}
 
 
-def run_in_child(slug: str, nx: int, timeout: float) -> dict:
+def run_in_child(slug: str, nx: int, timeout: float, kind: str = "spd") -> dict:
     """:func:`run_one` in a fresh interpreter (:func:`~linops._app.child.in_child`); a failure
     comes back as a short 'skipped' reason, the last line of the child's stderr under
     ``error``."""
-    base = {"method": slug, "label": METHODS[slug].label, "n": nx * (nx + 1)}
-    r = in_child("runner", f"run_one({slug!r}, {nx})", base, timeout)
+    base = {"method": slug, "label": METHODS[slug].label, "n": nx * (nx + 1), "problem": kind}
+    r = in_child("runner", f"run_one({slug!r}, {nx}, {kind!r})", base, timeout)
     if "error" in r:
         r["skipped"] = f"failed: {r['error'].split(':')[0][:40]}"
     return r

@@ -237,7 +237,7 @@ class SparseLUFactor(Factor):
     def __init__(self, A: lo.Sparse, be, pivot_rtol, order=None, symmetric: bool = False):
         self.be, self.pivot_rtol = be, pivot_rtol
         self.dtype = precision(A.dtype)
-        csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype)
+        csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype, copy=False)
         self.fallbacks = 0
         self._factorize(csc, order, symmetric)
         try:
@@ -529,7 +529,7 @@ class CholmodFactor(Factor):
         self.be, self.pivot_rtol = be, pivot_rtol
         self.out_dtype = precision(A.dtype)
         self.dtype = np.result_type(self.out_dtype, np.float64)  # CHOLMOD: double precision
-        csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype)
+        csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype, copy=False)
         if symbolic is None:
             # Debian's SuiteSparse 5.12 refuses complex Hermitian positive definite matrices in
             # its simplicial row factorization ("not positive definite" on a matrix with
@@ -544,7 +544,7 @@ class CholmodFactor(Factor):
         except cholmod.CholmodNotPositiveDefiniteError as e:
             raise not_posdef("CHOLMOD", f" ({e})") from None
         self.numeric_seconds = time.perf_counter() - t
-        D = np.real(self.factor.D())
+        D = cholmod_pivots(self.factor)
         pivot_check(D, self.out_dtype, pivot_rtol, "CHOLMOD")  # singular: a tiny pivot first
         if D.size and D.min() <= 0:  # a simplicial LDLᵀ "succeeds" on indefinite matrices
             k = int(np.argmin(D))
@@ -567,12 +567,45 @@ class CholmodFactor(Factor):
 
     def logdet(self) -> LogDet:
         """Π Dᵢᵢ of LDLᴴ (the squares of LLᴴ's diagonal), O(n)."""
-        return from_diagonal(np.real(self.factor.D()))
+        return from_diagonal(cholmod_pivots(self.factor))
 
     def selected_inverse(self, shape):
         from .._factors import selinv as _selinv
 
         return _selinv.cholmod(self, shape)
+
+
+def cholmod_pivots(factor) -> np.ndarray:
+    """The D of CHOLMOD's LDLᴴ (the squares of LLᴴ's diagonal), real, length n.
+
+    Read from the factor in place (O(n): the diagonal entries of each supernode, or the first
+    entry of each simplicial column) where its layout is the one selected inversion reads;
+    scikit-sparse's ``D()`` otherwise, which converts the whole factor (37 ms at n = 160 400,
+    the Q4 family)."""
+    from .._factors.selinv import _carray, _cholmod_struct  # the layout reader lives there
+
+    try:
+        st = _cholmod_struct(factor)
+    except BackendNotSupported:
+        return np.real(factor.D())
+    n = int(st.n)
+    itype = np.int64 if st.itype == 2 else np.int32
+    cplx = st.xtype == 2
+    if st.is_super:
+        ns = int(st.nsuper)
+        sup = _carray(st.super_, ns + 1, itype).astype(np.int64)
+        pi = _carray(st.pi, ns + 1, itype).astype(np.int64)
+        px = _carray(st.px, ns + 1, itype).astype(np.int64)
+        width = np.diff(sup)
+        node = np.repeat(np.arange(ns), width)          # the supernode of each column
+        local = np.arange(n) - sup[node]                 # its column within the supernode
+        pos = px[node] + local * (pi[node + 1] - pi[node]) + local
+    else:
+        pos = _carray(st.p, n + 1, itype)[:n].astype(np.int64)
+    count = int(pos.max()) + 1 if n else 0
+    raw = _carray(st.x, count * (2 if cplx else 1), np.float64)
+    d = (raw[2 * pos] if cplx else raw[pos]).copy()      # real part: the diagonal is real
+    return d * d if st.is_ll else d
 
 
 def cholmod_available() -> bool:
