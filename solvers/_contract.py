@@ -15,12 +15,16 @@ An engine is one module written against two base classes:
 :func:`prepare` is the path ``sv.init``, ``cache.update`` and ``sv.init(..., like=)`` share.
 In this order it checks: the dtype against the backend table, NaN/Inf in A (``check_finite``),
 the empty matrix (n = 0 is solved exactly by :class:`EmptyFactor`, whatever the algorithm);
-then it makes the algorithm's PLAN for this A (:meth:`Algorithm.plan`: ``Auto`` chooses,
-verifying the hints and warning as at ``init``) and either REUSES a previous factor's symbolic
-analysis — only when the plan is the one that built it, the structure, the working precision
-(so the dtype kind too) and the backend are the same, and the new A meets every requirement the
-previous factor was built on (a Hermitian factor needs a Hermitian A) — or runs a FULL setup of
-the plan, whose declared requirements are checked before ``_setup``. So an update is a setup
+then it makes the algorithm's PLAN for this A (:meth:`Algorithm.plan`, or at an ``update``
+:meth:`Algorithm.replan`: ``Auto`` chooses, verifying the hints and warning as at ``init``, and
+measures its candidates at the first update of a pattern) and either REUSES a previous factor's
+symbolic analysis through the plan's :meth:`Algorithm.refactor` — only when the plan is the one
+that built it, the structure, the working precision (so the dtype kind too) and the backend are
+the same, and the new A meets every requirement the previous factor was built on (a Hermitian
+factor needs a Hermitian A); a plan that recovers from a failed refactorization (``Auto``'s
+fallback to LU) may answer with a full setup instead — or runs a FULL setup of the plan, whose
+declared requirements are checked before ``_setup``. A query the factor cannot answer (log det,
+selected inversion) may get a capable plan from :meth:`Algorithm.for_query` (``Auto`` only). So an update is a setup
 that may reuse symbolic work, never a path with fewer checks: a Cholesky cache refuses a
 non-Hermitian update as its ``init`` does, ``Auto`` warns and chooses LU exactly as at ``init``
 (and goes back to Cholesky when the values are Hermitian again), and a real factor never

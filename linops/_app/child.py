@@ -53,7 +53,7 @@ def hwm() -> int:
 
 
 def in_child(module: str, call: str, row: dict, timeout: float, *,
-             threads: int | None = None, keep: int = 160) -> dict:
+             threads: int | None = None, keep: int = 160, path: str | None = None) -> dict:
     """``linops._app.<module>.<call>`` evaluated in a fresh interpreter (warnings silenced
     there); its JSON-able result, or ``row`` with ``skipped`` saying what went wrong.
 
@@ -61,7 +61,8 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     as one JSON line starting with ``@@``. A child past ``timeout`` seconds is killed
     ("timed out after … s"); one that fails leaves the last line of its stderr (``keep``
     characters of it) in ``skipped`` and whole under ``error``. ``threads`` sets the
-    BLAS/OpenMP thread variables of the child (None: the environment's). Cost: one
+    BLAS/OpenMP thread variables of the child (None: the environment's); ``path`` a folder
+    put first on its module path (PYTHONPATH). Cost: one
     interpreter start with the imports (about a second) on top of the measurement.
 
     >>> in_child("child", "peak_rss() > 0", {"row": "x"}, 60)
@@ -73,6 +74,8 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     env = dict(os.environ)
     if threads:
         env.update({var: str(threads) for var in THREAD_VARS})
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
     try:
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=timeout, env=env)

@@ -50,6 +50,9 @@ METHODS = ["numpy path", "adj jit value_and_grad", "spsolve + grad", "fam numpy"
 LOOP_METHODS = ["heat numpy", "heat scipy hand", "heat scan", "heat fori", "heat factorize"]
 BATCH_METHODS = ["vmap32", "32 separate", "jacrev"]
 PEER_METHODS = ["adj lu", "adj cholesky", "klujax", "splineax KLU"]
+# --section base: the base install (neither CHOLMOD nor PARDISO importable in the children)
+BASE_METHODS = ["adj auto", "klujax", "splineax KLU", "spsolve + grad"]
+BLOCKED = ("sksparse", "pypardiso")   # what the base install lacks
 STEPS = 50
 
 
@@ -344,16 +347,18 @@ def _jacrev(nx, steps):
                            "solve_calls": s.forward_solves + s.transpose_solves}
 
 
-def _adj_alg(alg):
+def _adj_alg(alg, posdef=None):
     """A builder for ``jit(value_and_grad)`` of aᵀK(θ)⁻¹b through ``adj.solve`` with ``alg``
-    ('lu', 'cholesky'): the linops rows of the peer comparison, θ perturbed per call."""
+    ('lu', 'cholesky'; None: sv.Auto with the ``posdef`` hint): the linops rows of the peer
+    comparison, θ perturbed per call."""
     def build(nx, steps):
         jax, jnp = _jax_setup()
         import adjoints.jax as adj
 
         fam, b, theta, a = _problem(nx)
         aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
-        vg = jax.jit(jax.value_and_grad(lambda th: jnp.dot(aj, adj.solve(fam(th), bj, alg))))
+        vg = jax.jit(jax.value_and_grad(
+            lambda th: jnp.dot(aj, adj.solve(fam(th), bj, alg, posdef=posdef))))
 
         calls = [0]
 
@@ -423,14 +428,20 @@ _BUILD2 = {"heat numpy": _heat_numpy, "heat scipy hand": _heat_scipy,
            "heat scan": _heat_jax("scan"), "heat fori": _heat_jax("fori"),
            "heat factorize": _heat_jax("factorize"), "vmap32": _vmap32,
            "32 separate": _separate32, "jacrev": _jacrev, "adj lu": _adj_alg("lu"),
-           "adj cholesky": _adj_alg("cholesky"), "klujax": _klujax, "splineax KLU": _splineax}
+           "adj cholesky": _adj_alg("cholesky"), "klujax": _klujax, "splineax KLU": _splineax,
+           "adj auto": _adj_alg(None, posdef=True)}
 
 
-def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
+def run_one(method: str, nx: int, steps: int = STEPS, base: bool = False) -> dict:
     """One measurement in this (child) process: build ``method`` at ``nx``, call it once (the
     first call, compilation included) and then warm, recording wall/CPU time and the peak RSS
     increase of each; returns the row as a dict (``skipped`` with the reason when it cannot
-    run)."""
+    run). ``base``: as on the base install — :data:`BLOCKED` cannot be imported in this process
+    (set before solvers is), so sv.Auto, adjoints.jax and the peers see neither CHOLMOD nor
+    PARDISO."""
+    if base:
+        for name in BLOCKED:
+            sys.modules[name] = None      # "import sksparse" raises ImportError from now on
     if method in _BUILD2:
         run, extra = _BUILD2[method](nx, steps)
         fam = _heat(nx)[0] if method.startswith("heat") else _problem(nx)[0]
@@ -460,16 +471,22 @@ def run_one(method: str, nx: int, steps: int = STEPS) -> dict:
     res = run()
     out["cpu_s"] = time.process_time() - c
     out.update(extra(res))
+    if base:
+        import solvers as sv
+
+        out["base_install"] = not sv.cholmod_available()
     return out
 
 
 # ----- driver -------------------------------------------------------------------------------------
-def _child(method: str, nx: int, timeout: float, steps: int = STEPS) -> dict:
+def _child(method: str, nx: int, timeout: float, steps: int = STEPS, base: bool = False,
+           path: str | None = None) -> dict:
     """``run_one`` in a fresh subprocess (its peak RSS is its own), with a time limit; the row,
-    or ``skipped`` with what went wrong."""
+    or ``skipped`` with what went wrong. ``path``: a folder put first on the child's module
+    path (splineax's own klujax module, see ``--splineax-path``)."""
     # one BLAS/OpenMP thread: CPU time is then steadier than wall time on a shared machine
-    return in_child("jax", f"run_one({method!r}, {nx}, {steps})", {"method": method}, timeout,
-                    threads=1)
+    return in_child("jax", f"run_one({method!r}, {nx}, {steps}, {base!r})", {"method": method},
+                    timeout, threads=1, path=path)
 
 
 def _rows(results: list[dict]) -> list[dict]:
@@ -514,9 +531,18 @@ def main(argv=None, out=None) -> list[dict]:
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
     ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2), default=None)
-    ap.add_argument("--section", choices=["solve", "loops"], default="solve",
-                    help="solve: f = aᵀK(θ)⁻¹b (default); loops: issue 20's time loops, "
-                         "batches and JAX peers")
+    ap.add_argument("--section", choices=["solve", "loops", "base"], default="solve",
+                    help="solve: f = aᵀK(θ)⁻¹b (default); loops: time loops, batches and JAX "
+                         "peers; base: adj.solve (Auto) against klujax, splineax's KLU and jax "
+                         "spsolve as on the base install (neither CHOLMOD nor PARDISO "
+                         "importable), --repeat times, interleaved")
+    ap.add_argument("--repeat", type=positive, default=2,
+                    help="base: rounds of all its rows, interleaved (default 2)")
+    ap.add_argument("--splineax-path", default=None, metavar="DIR",
+                    help="a folder holding splineax-klujax's klujax module, put first on the "
+                         "splineax child's path: klujax and splineax-klujax both install a "
+                         "top-level klujax.py, and the later install replaces the other "
+                         "(pip install --no-deps --target DIR splineax-klujax)")
     ap.add_argument("--steps", type=positive, default=STEPS, help="implicit steps (loops)")
     ap.add_argument("--heat-sizes", type=positive, nargs="+", default=[29, 400], metavar="NX",
                     help="loops: heat grids (n = nx²); default 29 400 (n = 841, 160 000)")
@@ -524,6 +550,8 @@ def main(argv=None, out=None) -> list[dict]:
     args = ap.parse_args(argv)
     if args.section == "loops":
         return _main_loops(args, argv)
+    if args.section == "base":
+        return _main_base(args, argv)
     results = []
     for nx in args.sizes:
         for m in args.methods or METHODS:
@@ -535,6 +563,45 @@ def main(argv=None, out=None) -> list[dict]:
             "factorizations", "ratio", "memory"]
     text = table(_rows(results), cols)
     publish(args.out, "jax", text, results, argv)
+    return results
+
+
+def _main_base(args, argv) -> list[dict]:
+    """``--section base``: value + θ-gradient at --sizes (default n = 160 400) by adj.solve with
+    sv.Auto (SuperLU in symmetric mode there) and by the JAX peers, as on the base install,
+    each row in its own process at one thread, every round of rows interleaved; each peer's
+    time over linops' in the same round."""
+    import os
+
+    from .legends import legend
+    from .report import publish
+
+    results = []
+    for rnd in range(1, args.repeat + 1):
+        for nx in args.sizes[:1] if args.sizes == [400, 800] else args.sizes:
+            for m in args.methods or BASE_METHODS:
+                sys.stderr.write(f"round {rnd}: {m}, nx={nx} (base install) ...\n")
+                path = args.splineax_path if m == "splineax KLU" else None
+                r = _child(m, nx, args.timeout, args.steps, base=True, path=path)
+                r.setdefault("n", nx * (nx + 1))
+                r["round"], r["load"] = rnd, round(os.getloadavg()[0], 2)
+                results.append(r)
+    rows = []
+    for r in results:
+        ours = next((x for x in results if x["round"] == r["round"] and x["n"] == r["n"]
+                     and x["method"] == "adj auto" and "time_s" in x), None)
+        row = {"round": r["round"], "n": f"{r['n']:,}", "method": r["method"],
+               "load": r["load"]}
+        if "skipped" in r:
+            rows.append({**row, "time s": r["skipped"]})
+            continue
+        row.update({"time s": f"{r['time_s']:.3f}", "cpu s": f"{r['cpu_s']:.3f}",
+                    "factorizations": r.get("factorizations", "")})
+        if ours is not None and r["method"] != "adj auto":
+            row["vs linops"] = f"{r['time_s'] / ours['time_s']:.2f}x linops' time"
+        rows.append(row)
+    cols = ["round", "n", "method", "time s", "cpu s", "factorizations", "vs linops", "load"]
+    publish(args.out, "jax-base", table(rows, cols) + "\n\n" + legend("jax"), results, argv)
     return results
 
 

@@ -151,7 +151,15 @@ JAX_LOOPS = """--section loops:
   solve calls      host solve calls per call (jacrev: one multi-column transposed solve)
   cpu ratio        CPU time over the row named (and over the hand-written scipy adjoint)"""
 
-JAX = JAX + "\n" + JAX_LOOPS   # one section, two tables (--section solve | loops)
+JAX_BASE = """--section base (the base install: sksparse and pypardiso blocked in every child):
+  round            the round of interleaved rows (--repeat)
+  method           adj auto: jit(value_and_grad) of aᵀK(θ)⁻¹b through adj.solve(posdef=True),
+                   sv.Auto (SuperLU in symmetric mode here); klujax, splineax KLU, spsolve +
+                   grad: the JAX peers on the same f, a new θ per call
+  vs linops        the row's time over adj auto's in the same round (≥ 1.2: the target)
+  load             1-minute load average when the row ended"""
+
+JAX = JAX + "\n" + JAX_LOOPS + "\n" + JAX_BASE   # one section, three tables
 
 LEGENDS = {"main": MAIN, "loop": LOOP, "scale": SCALE, "jax": JAX, "petsc": PETSC,
            "logdet": LOGDET}
