@@ -599,8 +599,10 @@ def _main_base(args, argv) -> list[dict]:
                     "factorizations": r.get("factorizations", "")})
         if ours is not None and r["method"] != "adj auto":
             row["vs linops"] = f"{r['time_s'] / ours['time_s']:.2f}x linops' time"
+            row["cpu vs linops"] = f"{r['cpu_s'] / ours['cpu_s']:.2f}x linops' CPU"
         rows.append(row)
-    cols = ["round", "n", "method", "time s", "cpu s", "factorizations", "vs linops", "load"]
+    cols = ["round", "n", "method", "time s", "cpu s", "factorizations", "vs linops",
+            "cpu vs linops", "load"]
     publish(args.out, "jax-base", table(rows, cols) + "\n\n" + legend("jax"), results, argv)
     return results
 

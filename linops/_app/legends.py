@@ -157,6 +157,7 @@ JAX_BASE = """--section base (the base install: sksparse and pypardiso blocked i
                    sv.Auto (SuperLU in symmetric mode here); klujax, splineax KLU, spsolve +
                    grad: the JAX peers on the same f, a new θ per call
   vs linops        the row's time over adj auto's in the same round (≥ 1.2: the target)
+  cpu vs linops    the same for CPU time (steadier on a loaded machine)
   load             1-minute load average when the row ended"""
 
 JAX = JAX + "\n" + JAX_LOOPS + "\n" + JAX_BASE   # one section, three tables
