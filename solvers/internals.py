@@ -25,3 +25,4 @@ from ._registry import entries as entries
 from ._registry import entry as entry
 from ._registry import entry_of as entry_of
 from ._registry import resolve as resolve
+from ._engines.petsc import transpose_support as transpose_support
