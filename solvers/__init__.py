@@ -51,7 +51,9 @@ Log-determinants, selected inversion (issue 18)
 cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
 selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
 inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
-eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization
+eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization;
+                                  M= for K v = λ M v (M-orthonormal vectors)
+buckling(K, KG, k) -> Eigenpairs  load factors of (K + λK_G) v = 0 (eigsh with M = −K_G)
 logdet_estimate(A) -> LogDetEstimate  matrix-free A: SLQ estimate of log det, with its stderr
 
 Errors and warnings
@@ -138,6 +140,7 @@ from ._inverse import Inverse as Inverse
 from ._inverse import inverse as inverse
 from ._results import Eigenpairs as Eigenpairs
 from ._eigsh import eigsh as eigsh
+from ._eigsh import buckling as buckling
 from ._results import LogDetEstimate as LogDetEstimate
 from ._logdet_estimate import logdet_estimate as logdet_estimate
 
@@ -155,7 +158,7 @@ __all__ = [
     "BackendNotSupported", "TransposeNotSupportedError",
     # log-determinants, selected inversion, eigenvalues (issue 18)
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
-    "eigsh", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
+    "eigsh", "buckling", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
 ]
 
 

@@ -197,6 +197,57 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
                       beyond=beyond)
 
 
+def buckling(K, KG, k: int = 1, sigma: float = 0.0, **options) -> Eigenpairs:
+    """Buckling load factors: the k smallest λ > 0 with (K + λK_G) v = 0.
+
+    K is the (Hermitian positive definite) stiffness, K_G the geometric stiffness of a
+    reference load, negative definite for a load that compresses every degree of freedom it
+    acts on (a column, a plate in compression). Then K v = λ (−K_G) v is a generalized
+    Hermitian problem with the mass role played by −K_G: this is :func:`eigsh` with
+    ``M = −K_G`` (checked positive definite, refused by name otherwise), shift-invert around
+    ``sigma`` on one factorization of K + σK_G, vectors with vᴴ(−K_G)v = 1.
+
+    Gradients: ``g = adjoints.eigsh_pullback(e, values_bar=...)`` gives ``g.K`` = K̄ and
+    ``g.M`` = the cotangent of −K_G, so K̄_G = −g.M (dλ = −vᴴ(dK + λ dK_G)v / vᴴK_Gv).
+
+    Parameters
+    ----------
+    K, KG : operators of one shape (Sparse or Dense)
+    k : int
+    sigma : float
+        The shift of the load factor (0: the lowest loads first).
+    **options
+        Passed to :func:`eigsh` (``alg``, ``tol``, ``ncv``, ...).
+
+    Returns
+    -------
+    Eigenpairs
+        ``values`` the load factors ascending; ``M`` is −K_G.
+
+    Raises
+    ------
+    NotPositiveDefiniteError, SingularMatrixError
+        −K_G is not positive definite (tension somewhere, or unloaded dofs): eliminate the
+        unloaded dofs, or use ARPACK's buckling mode directly.
+
+    Examples
+    --------
+    Euler's column, EI v⁗ + P v″ = 0 on [0, 1] with pinned ends: P_cr = π² EI.
+
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> n = 200; h = 1.0 / (n + 1)
+    >>> D2 = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]) / h
+    >>> K = sp.csr_array(D2 @ D2 / h)                       # bending, EI = 1 (pinned: D2²)
+    >>> e = sv.buckling(K, -D2.tocsr(), 1)                 # K_G = −P·D2 for the load P = 1
+    >>> bool(abs(e.values[0] / np.pi ** 2 - 1) < 1e-4)
+    True
+    """
+    KG = lo.aslinop(KG)
+    minus = (lo.Sparse.from_scipy(sp.csr_array(-KG.to_scipy())) if csr_parts(KG) is not None
+             else -KG)
+    return eigsh(K, k, sigma, M=minus, **options)
+
+
 def _last_by_which(w, sigma, which: str) -> int:
     """The index of the pair ARPACK's ``which`` ranks last (the one beyond the k wanted): in
     the shift-invert mode the order is of ν = 1/(λ − σ)."""
