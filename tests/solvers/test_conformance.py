@@ -100,6 +100,8 @@ ALGORITHMS = {
     "AMG": (lambda: sv.AMG(rtol=1e-11), "hpd-sparse", None),
     "Woodbury": (lambda: sv.Woodbury(), "lowrank", None),
     "Auto": (lambda: sv.Auto(), None, None),
+    "QR": (lambda: sv.QR(), "assembled", None),
+    "LSMR": (lambda: sv.LSMR(rtol=1e-13), None, None),
 }
 
 
@@ -112,7 +114,8 @@ def _applies(op_name, alg_name) -> bool:
     if needs is None:
         return True
     return {"hpd": hpd, "sparse": sparse, "hpd-sparse": hpd and sparse,
-            "lowrank": False, "diag": op_name == "diagonal"}[needs]
+            "lowrank": False, "diag": op_name == "diagonal",
+            "assembled": sparse or op_name.startswith("dense")}[needs]
 
 
 def _declared_missing(be, op_name, alg_name, dtype) -> list[str]:

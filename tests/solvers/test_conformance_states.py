@@ -71,6 +71,8 @@ ENGINES = {
     "PETSc gmres+gamg": (lambda: sv.PETSc(ksp_type="gmres", pc_type="gamg", rtol=1e-11), False,
                          False),
     "Auto": (lambda: sv.Auto(), False, True),
+    "SuiteSparseQR": (lambda: sv.QR(), False, True),
+    "LSMR": (lambda: sv.LSMR(rtol=1e-13), False, False),
 }
 DENSE = ("dense LU", "dense Cholesky")
 
@@ -132,6 +134,8 @@ def declared_unsupported(engine, dtype) -> str | None:
         return "scipy's minres"
     if engine.startswith("PARDISO") and entry("pardiso").unavailable() is not None:
         pytest.skip(entry("pardiso").unavailable())
+    if engine == "SuiteSparseQR" and entry("qr").unavailable() is not None:
+        pytest.skip(entry("qr").unavailable())
     if engine == "CHOLMOD" and not sv.cholmod_available():
         pytest.skip("CHOLMOD (scikit-sparse) not installed")
     return None
