@@ -201,11 +201,15 @@ def lstsq_pullback(cache, x, b, xbar, rank_deficient: str = "raise") -> SolveCot
     Xb = xbar[:, None] if vec else xbar
     B = b[:, None] if b.ndim == 1 else b
     Ainv = cache.as_operator()
-    mu = np.asarray(cache.solve_adjoint(Xb))                  # A⁺ᴴ x̄
-    lam = np.asarray(Ainv @ mu)                               # A⁺A⁺ᴴ x̄
+    column = getattr(cache.factor, "column_rank", None)
+    if column and hasattr(cache.factor, "gram_solve"):        # R only: λ = (AᴴA)⁻¹x̄, μ = Aλ
+        lam = np.asarray(cache.solve_gram(Xb))
+        mu = np.asarray(A @ lam)
+    else:
+        mu = np.asarray(cache.solve_adjoint(Xb))              # A⁺ᴴ x̄
+        lam = np.asarray(Ainv @ mu)                           # A⁺A⁺ᴴ x̄
     R = np.asarray(B) - np.asarray(A @ X)
     Us, Vs = [R, -mu], [lam, np.asarray(X)]
-    column = getattr(cache.factor, "column_rank", None)
     if column is None:                                        # QR knows; LSMR: look
         column = _full_column_rank(Ainv, A, Xb, m, n)
     if not column:

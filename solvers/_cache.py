@@ -36,7 +36,7 @@ from linops.internals import ShapeError
 
 from ._checks import backend_of_problem, finite_or_raise
 from ._contract import Prepared, prepare
-from ._errors import SolveError, StaleSolutionError
+from ._errors import BackendNotSupported, SolveError, StaleSolutionError
 from ._problem import LinearProblem, as_rhs
 from ._registry import entry, resolve
 from ._results import CacheStats, Status
@@ -337,6 +337,40 @@ class LinearCache:
         (array([0.5+0.j , 1. +0.5j]), True, 1)
         """
         return self._run(c, "H", "c")
+
+    def solve_gram(self, c):
+        """λ = (AᴴA)⁻¹ c for a least-squares cache whose A (m ≥ n) has full column rank, from
+        the QR factors: R⁻ᴴ then R⁻¹ (two triangular solves, no Q, never AᴴA itself). The solve
+        the least-squares pullback needs (λ for x̄ = c; then Aλ = A⁺ᴴc). Counted as an adjoint
+        solve.
+
+        Raises
+        ------
+        BackendNotSupported
+            The cache's engine has no R (LSMR, the square solvers), or A is wide.
+
+        Examples
+        --------
+        >>> import numpy as np, solvers as sv
+        >>> A = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+        >>> cache = sv.init(sv.LeastSquares(A))
+        >>> bool(np.allclose(cache.solve_gram(np.ones(2)), np.linalg.solve(A.T @ A, np.ones(2))))
+        True
+        """
+        fn = getattr(self.factor, "gram_solve", None)
+        if fn is None or not getattr(self.factor, "column_rank", False):
+            raise BackendNotSupported(f"solve_gram needs the R of a QR factorization of an A with "
+                                      f"full column rank; this cache holds {self.kind} of an A "
+                                      f"of shape {self.A.shape}")
+        c = as_rhs(self.A, c, "c", rows=self.A.shape[1])
+        if self.check_finite:
+            finite_or_raise(c, "c")
+        C = c[:, None] if c.ndim == 1 else c
+        X = fn(C)
+        self.stats.adjoint_solves += 1
+        dtype = np.result_type(self.A.dtype, c.dtype, np.float32)
+        X = np.asarray(X).astype(dtype, copy=False)
+        return X[:, 0] if c.ndim == 1 else X
 
     def solve_transpose(self, c):
         """λ = A⁻ᵀ c with the same factorization (complex symmetric problems, JAX's convention).

@@ -164,6 +164,14 @@ class _DenseQR(Factor):
     def _adjoint(self, C):    # F⁺ᴴ C = Q R⁻ᴴ Eᵀ C
         return self.Q @ sl.solve_triangular(self.R, C[self.E], trans="C")
 
+    def gram_solve(self, C):
+        """(AᴴA)⁻¹ C = E R⁻¹ R⁻ᴴ Eᵀ C (tall A): two triangular solves, no Q."""
+        C = np.asarray(to_numpy(C), dtype=np.result_type(C.dtype, self.Q.dtype))
+        Y = sl.solve_triangular(self.R, sl.solve_triangular(self.R, C[self.E], trans="C"))
+        X = np.empty_like(Y)
+        X[self.E] = Y
+        return X
+
     def solve(self, B, trans):
         B = np.asarray(to_numpy(B), dtype=np.result_type(B.dtype, self.Q.dtype))
         if trans == "T":
@@ -239,6 +247,18 @@ class _SparseQR(Factor):
         if self.given is not None:
             C = C[self.given]
         return self._qmult(_QX, self._csolve(_RTX_EQUALS_ETB, C))
+
+    def gram_solve(self, C):
+        """(AᴴA)⁻¹ C = Π E R⁻¹ R⁻ᴴ Eᵀ Πᵀ C (tall A): triangular solves with R only, no Q."""
+        C = _as_host(C, self.work)
+        if self.given is not None:
+            C = C[self.given]
+        Y = self._csolve(_RETX_EQUALS_B, self._csolve(_RTX_EQUALS_ETB, C))
+        if self.given is None:
+            return Y
+        X = np.empty_like(Y)
+        X[self.given] = Y
+        return X
 
     def solve(self, B, trans):
         if self._qr is None:
