@@ -343,7 +343,7 @@ def require_mass(M: lo.LinearOperator) -> None:
     except sla.ArpackNoConvergence:
         theta = None
     scale = big if big is not None else _norm1_estimate(M)
-    floor = 1e3 * n * np.finfo(np.float64).eps * scale
+    floor = 1e2 * np.finfo(np.float64).eps * scale   # a quotient at rounding level: singular
     if theta is not None and theta > floor:
         return
     if theta is not None:
