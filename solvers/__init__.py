@@ -10,6 +10,8 @@ is ``init`` plus one solve, with the algorithm picked for you by default. Every 
 Problem and results
 -------------------
 LinearProblem(A, b, hermitian=, posdef=)   A u = b; A and b are snapshotted; hints for Auto
+LeastSquares(A, b)                         min ‖A u − b‖ for an m×n A (a LinearProblem with
+                                           ``least_squares=True``): QR or LSMR
 init(prob, alg=None, like=None)            factorize once -> LinearCache (``like=``: reuse
                                            another cache's symbolic analysis)
 solve(prob, alg=None, throw=True)          init + one solve -> Solution
@@ -36,6 +38,9 @@ GMRES, BiCGStab            Krylov, general A (``rtol``, ``atol``, ``maxiter``, `
 Woodbury(base)             B + U Vᴴ from B's factorization and a k×k system
 DiagonalSolve()            Diagonal / Identity: division
 Pardiso(posdef=)           Intel MKL PARDISO (optional: ``pip install "linops[pardiso]"``)
+QR()                       least squares (and square systems): SuiteSparseQR sparse
+                           (``pip install "linops[qr]"``), LAPACK dense; min-norm for m < n
+LSMR(rtol=, solver=)       iterative least squares (scipy lsmr/lsqr), min-norm for any rank
 PETSc(ksp_type=, pc_type=)  PETSc KSP + PC over MPI, with checked transposed solves (optional)
 cholmod_available()        whether sparse Cholesky (scikit-sparse) is installed
 show_config()              the algorithm table, generated from the registry (what runs here)
@@ -51,7 +56,9 @@ Log-determinants, selected inversion (issue 18)
 cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
 selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
 inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
-eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization
+eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization;
+                                  M= for K v = λ M v (M-orthonormal vectors)
+buckling(K, KG, k) -> Eigenpairs  load factors of (K + λK_G) v = 0 (eigsh with M = −K_G)
 logdet_estimate(A) -> LogDetEstimate  matrix-free A: SLQ estimate of log det, with its stderr
 
 Errors and warnings
@@ -59,6 +66,8 @@ Errors and warnings
 SolveError                 base of every solve failure (``status`` says which); ``throw=False``
                            returns these as a Status instead
 SingularMatrixError        a zero or tiny pivot
+RankDeficientError         least squares: A without full column (row) rank for QR (a
+                           SingularMatrixError)
 NotPositiveDefiniteError   Cholesky of a Hermitian indefinite A (a SingularMatrixError)
 NotHermitianError          Cholesky of a non-Hermitian A (hints never switch the check off)
 NonFiniteInputError        NaN/Inf in A or a right-hand side
@@ -131,6 +140,10 @@ from ._results import Status as Status
 from ._solve import init as init
 from ._solve import solve as solve
 from ._engines.woodbury import Woodbury as Woodbury
+from ._engines.lstsq import LSMR as LSMR
+from ._engines.lstsq import QR as QR
+from ._problem import LeastSquares as LeastSquares
+from ._errors import RankDeficientError as RankDeficientError
 from ._results import LogDet as LogDet
 from ._results import SelectedInverse as SelectedInverse
 from ._inverse import selected_inverse as selected_inverse
@@ -138,6 +151,7 @@ from ._inverse import Inverse as Inverse
 from ._inverse import inverse as inverse
 from ._results import Eigenpairs as Eigenpairs
 from ._eigsh import eigsh as eigsh
+from ._eigsh import buckling as buckling
 from ._results import LogDetEstimate as LogDetEstimate
 from ._logdet_estimate import logdet_estimate as logdet_estimate
 
@@ -147,6 +161,8 @@ __all__ = [
     # algorithms
     "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
     "Pardiso", "PETSc", "cholmod_available", "show_config",
+    # least squares
+    "LeastSquares", "QR", "LSMR", "RankDeficientError",
     # preconditioners
     "AMG", "ILU", "Jacobi",
     # errors and warnings
@@ -155,7 +171,7 @@ __all__ = [
     "BackendNotSupported", "TransposeNotSupportedError",
     # log-determinants, selected inversion, eigenvalues (issue 18)
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
-    "eigsh", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
+    "eigsh", "buckling", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
 ]
 
 

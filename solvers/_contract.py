@@ -167,6 +167,8 @@ class Algorithm(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    #: solves min ‖Ax − b‖ for any m×n A (``sv.QR``, ``sv.LSMR``); the others need a square A
+    least_squares: ClassVar[bool] = False
 
     def needs_hermitian(self, A, prob) -> bool:
         """True when this algorithm's factorization is valid only for a Hermitian A (checked
@@ -188,9 +190,14 @@ class Algorithm(abc.ABC):
         """A full setup: the declared requirements, then :meth:`_setup` (an empty A gets an
         :class:`EmptyFactor`). The cache reaches it through :func:`prepare`, which makes the
         checks common to every algorithm first."""
+        if getattr(prob, "least_squares", False) and not self.least_squares:
+            raise TypeError(f"{self.label} solves square systems A u = b, and this is a "
+                            f"least-squares problem (A.shape={A.shape}): use sv.QR() "
+                            f"(SuiteSparseQR / LAPACK) or sv.LSMR() (iterative)")
         if self.needs_hermitian(A, prob):
             require_hermitian(A, self.label)
-        factor = EmptyFactor(A) if A.shape[0] == 0 else self._setup(A, prob)
+        empty = A.shape[0] == 0 and not self.least_squares  # least squares: the engine's shapes
+        factor = EmptyFactor(A) if empty else self._setup(A, prob)
         if not isinstance(factor, Factor):
             raise TypeError(f"{self.label}._setup returned {type(factor).__name__}, not a "
                             f"solvers Factor")

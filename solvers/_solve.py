@@ -78,10 +78,10 @@ def init(prob: LinearProblem, alg=None, *, check_finite: bool = True,
     >>> second = init(LinearProblem(2 * S), like=first)
     >>> first.stats.symbolic_analyses, second.stats.symbolic_analyses, second.kind
     (1, 0, 'SuperLU')
-    >>> init(LinearProblem(np.eye(2)), "qr")
+    >>> init(LinearProblem(np.eye(2)), "svd")
     Traceback (most recent call last):
     ...
-    ValueError: unknown algorithm 'qr'; names: amg, auto, bicgstab, cg, cholesky, diagonal, ...
+    ValueError: unknown algorithm 'svd'; names: amg, auto, bicgstab, cg, cholesky, diagonal, ...
     """
     return LinearCache(prob, alg, check_finite=check_finite, like=like)
 
