@@ -51,8 +51,8 @@ AMG(kind="sa" | "rs")      algebraic multigrid (pyamg; numpy only); also a solve
 ILU(drop_tol, fill_factor)  incomplete LU (numpy, cupy)
 Jacobi()                   diag(A)⁻¹ (every backend, lazy operators too)
 
-Log-determinants, selected inversion (issue 18)
------------------------------------------------
+Log-determinants, selected inversion, eigenvalues
+-------------------------------------------------
 cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
 selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
 inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
@@ -169,7 +169,7 @@ __all__ = [
     "SolveError", "SingularMatrixError", "NotPositiveDefiniteError", "NotHermitianError",
     "NonFiniteInputError", "ConvergenceError", "StaleSolutionError", "HintWarning",
     "BackendNotSupported", "TransposeNotSupportedError",
-    # log-determinants, selected inversion, eigenvalues (issue 18)
+    # log-determinants, selected inversion, eigenvalues
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
     "eigsh", "buckling", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
 ]
