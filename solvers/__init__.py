@@ -36,8 +36,10 @@ GMRES, BiCGStab            Krylov, general A (``rtol``, ``atol``, ``maxiter``, `
 Woodbury(base)             B + U Vᴴ from B's factorization and a k×k system
 DiagonalSolve()            Diagonal / Identity: division
 Pardiso(posdef=)           Intel MKL PARDISO (optional: ``pip install "linops[pardiso]"``)
+KLU(pivot_rtol=, ordering=)  SuiteSparse KLU, compiled in where SuiteSparse is installed
 PETSc(ksp_type=, pc_type=)  PETSc KSP + PC over MPI, with checked transposed solves (optional)
 cholmod_available()        whether sparse Cholesky (scikit-sparse) is installed
+native_available()         whether the compiled extension (KLU, native JAX solves) is built
 show_config()              the algorithm table, generated from the registry (what runs here)
 
 Preconditioners (``precond=`` of a Krylov method)
@@ -119,6 +121,8 @@ from ._engines.krylov import GMRES as GMRES
 from ._engines.krylov import MINRES as MINRES
 from ._engines.krylov import BiCGStab as BiCGStab
 from ._engines.pardiso import Pardiso as Pardiso
+from ._engines.klu import KLU as KLU
+from ._engines.klu import native_available as native_available
 from ._engines.petsc import PETSc as PETSc
 from ._engines.petsc import TransposeNotSupportedError as TransposeNotSupportedError
 from ._engines.precond import ILU as ILU
@@ -146,7 +150,7 @@ __all__ = [
     "LinearProblem", "init", "solve", "Solution", "LinearCache", "CacheStats", "Status",
     # algorithms
     "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
-    "Pardiso", "PETSc", "cholmod_available", "show_config",
+    "Pardiso", "PETSc", "cholmod_available", "show_config", "KLU", "native_available",
     # preconditioners
     "AMG", "ILU", "Jacobi",
     # errors and warnings
