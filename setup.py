@@ -1,4 +1,4 @@
-"""Build of the optional native extension ``solvers._native`` (everything else is in pyproject.toml).
+"""Build of the optional native extension ``solvers._native`` (the rest is in pyproject.toml).
 
 ``solvers._native`` (native/linops_native.cpp) is SuiteSparse's KLU for ``sv.KLU()`` plus the XLA
 FFI handlers through which ``adjoints.jax`` solves with an existing KLU factorization without a
