@@ -6,8 +6,8 @@ factorize primitive, the live store (:mod:`adjoints.jax._live`) and its lifetime
 ones of :mod:`adjoints.jax._host`. The hook there (``_solve_lowering``) asks :func:`applies`
 and, when it says yes, emits :func:`lower_solve` instead of the Python callback.
 
-When it applies: the native extension ``solvers._native`` is built, the computation runs on
-the CPU, the algorithm is ``sv.KLU`` (the factors the FFI handler can solve with), and the
+When it applies: the native extension ``solvers._native`` is built (against the XLA FFI API
+this jaxlib serves), the computation runs on the CPU, the algorithm is ``sv.KLU`` (the factors the FFI handler can solve with), and the
 solve sits inside a loop body or a branch of a compiled module whose factorization is NOT made
 inside a loop of that module (one made before the loop, or an ``adj.factorize`` passed in).
 Those are exactly the consumers whose reference counts the live store ignores (a site that
@@ -152,13 +152,29 @@ def available() -> bool:
         return False
     mod = native()
     handlers = mod.ffi_handlers()
-    if TARGET not in handlers:
+    if TARGET not in handlers or not _same_ffi_api(mod.versions()["xla_ffi"]):
         return False
     jax.ffi.register_ffi_target(TARGET, handlers[TARGET], platform="cpu")
     mod.set_fallback(C.cast(_C_FALLBACK, C.c_void_p).value)
     _live.RELEASE_HOOKS.append(_unalias)
     _live.COUNT_HOOKS.append(_drain)
     return True
+
+
+def _same_ffi_api(built) -> bool:
+    """The handler was compiled against an XLA FFI API this jaxlib serves: the same major
+    version and a minor version no newer than jaxlib's own headers say (read from
+    ``jax.ffi.include_dir()``; where they cannot be read, the build's is trusted)."""
+    import re
+    from pathlib import Path
+
+    try:
+        text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_text()
+        major = int(re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text).group(1))
+        minor = int(re.search(r"#define XLA_FFI_API_MINOR (\d+)", text).group(1))
+    except (OSError, AttributeError, ValueError):
+        return True
+    return built[0] == major and built[1] <= minor
 
 
 def applies(ctx, spec, state, straight: bool) -> bool:

@@ -289,3 +289,9 @@ def test_without_the_extension_klu_is_refused_and_jax_keeps_the_callback(tmp_pat
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=300, env=env, cwd=tmp_path)
     assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr[-3000:]
+
+
+def test_a_handler_built_for_another_ffi_api_is_not_used():
+    # the build's XLA FFI API against jaxlib's own: same major, minor no newer
+    assert _native._same_ffi_api((0, 0))
+    assert not _native._same_ffi_api((0, 999)) and not _native._same_ffi_api((99, 0))
