@@ -9,7 +9,7 @@ rendered page)::
     <!-- END bench loop -->
 
 The keys are :data:`KEYS`: ``main`` for ``python -m linops bench`` itself, one per section, and
-``jax-loops`` for ``bench jax --section loops``. Everything outside the region is left as it
+``jax-loops`` / ``jax-native`` for ``bench jax --section loops`` / ``native``. Everything outside the region is left as it
 is, so the page's prose is written by hand and its numbers never are. The page and the region
 are checked before anything is measured (:func:`check`), so that a run of an hour never ends
 unable to write its table.
@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 
 PAGE = Path("docs/benchmarks.md")
-KEYS = ("main", "loop", "scale", "jax", "jax-loops", "petsc", "logdet")
+KEYS = ("main", "loop", "scale", "jax", "jax-loops", "jax-native", "petsc", "logdet")
 
 
 def add_option(ap) -> None:

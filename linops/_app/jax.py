@@ -514,17 +514,31 @@ def main(argv=None, out=None) -> list[dict]:
     ap.add_argument("--sizes", type=positive, nargs="+", default=[400, 800], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
-    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2), default=None)
-    ap.add_argument("--section", choices=["solve", "loops"], default="solve",
+    from . import jax_native  # the native section's module, loaded with its parser
+
+    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2) + jax_native.METHODS,
+                    default=None)
+    ap.add_argument("--section", choices=["solve", "loops", "native"], default="solve",
                     help="solve: f = aᵀK(θ)⁻¹b (default); loops: time loops, "
-                         "batches and JAX peers")
+                         "batches and JAX peers; native: µs per implicit step of a lax.scan "
+                         "heat loop, the native KLU solves against the JAX peers (defaults "
+                         "there: --heat-sizes 16 32 100, --steps 1000)")
+    jax_native.add_arguments(ap)
     ap.add_argument("--steps", type=positive, default=STEPS, help="implicit steps (loops)")
     ap.add_argument("--heat-sizes", type=positive, nargs="+", default=[29, 400], metavar="NX",
                     help="loops: heat grids (n = nx²); default 29 400 (n = 841, 160 000)")
     ap.add_argument("--timeout", type=float, default=900.0)
     docs.add_option(ap)
     args = ap.parse_args(argv)
-    docs.check(ap, args.write_docs, "jax-loops" if args.section == "loops" else "jax")
+    docs.check(ap, args.write_docs, {"loops": "jax-loops", "native": "jax-native"}.get(
+        args.section, "jax"))
+    if args.section == "native":
+        given = argv if argv is not None else sys.argv[1:]
+        if not any(a.startswith("--heat-sizes") for a in given):
+            args.heat_sizes = [16, 32, 100]
+        if not any(a.startswith("--steps") for a in given):
+            args.steps = 1000
+        return jax_native.main(args, argv)
     if args.section == "loops":
         return _main_loops(args, argv)
     results = []

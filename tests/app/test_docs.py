@@ -228,6 +228,6 @@ def test_every_benchmark_table_is_generated_or_marked_with_its_legend(key):
                      r"\d\d:\d\d UTC .+ by `(mpirun -n \d+ )?python -m linops bench[^`]*`", region)
     assert generated or kept, f"region {key} is neither written by --write-docs nor marked as " \
                               f"not regenerated:\n{region[:500]}"
-    section = {"jax-loops": "jax"}.get(key, key)
+    section = {"jax-loops": "jax", "jax-native": "jax"}.get(key, key)
     assert f"```text\n{legend(section)}\n```" in region, f"region {key} lacks its legend"
     assert "|---" in region, f"region {key} holds no table"
