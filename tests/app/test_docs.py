@@ -40,6 +40,9 @@ NAMESPACES = {"linops": "linops", "solvers": "solvers", "adjoints": "adjoints",
 PENDING_PATHS: dict[str, str] = {}
 # folders the commands create (outputs), not part of the repository
 OUTPUT_DIRS = ("bench-out/", ".venv/", "site/")
+# compiled modules setup.py builds only where their libraries are found (an install without
+# SuiteSparse has none): a page may name them; where one is not built, its source must exist
+OPTIONAL_EXTENSIONS = {"solvers._native": "native/linops_native.cpp"}
 
 
 # ----- the site ----------------------------------------------------------------------------------
@@ -153,6 +156,10 @@ def _created(text: str) -> tuple[set, set]:
 
 def _resolves(dotted: str, created: set) -> str | None:
     """None when ``dotted`` names a module or an attribute that exists, else what is missing."""
+    for ext, source in OPTIONAL_EXTENSIONS.items():
+        if dotted == ext or dotted.startswith(ext + "."):
+            if importlib.util.find_spec(ext) is None:
+                return None if (ROOT / source).is_file() else f"no {source} to build {ext} from"
     parts = dotted.split(".")
     for i in range(len(parts), 0, -1):
         module = ".".join(parts[:i])
