@@ -53,7 +53,8 @@ def hwm() -> int:
 
 
 def in_child(module: str, call: str, row: dict, timeout: float, *,
-             threads: int | None = None, keep: int = 160, path: str | None = None) -> dict:
+             threads: int | None = None, keep: int = 160, path: str | None = None,
+             python: str | None = None) -> dict:
     """``linops._app.<module>.<call>`` evaluated in a fresh interpreter (warnings silenced
     there); its JSON-able result, or ``row`` with ``skipped`` saying what went wrong.
 
@@ -62,7 +63,9 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     ("timed out after … s"); one that fails leaves the last line of its stderr (``keep``
     characters of it) in ``skipped`` and whole under ``error``. ``threads`` sets the
     BLAS/OpenMP thread variables of the child (None: the environment's); ``path`` a folder
-    put first on its module path (PYTHONPATH). Cost: one
+    put first on its module path (PYTHONPATH); ``python`` the interpreter to run it with
+    (None: this one; e.g. a virtual environment that has a peer package this one lacks —
+    linops must be importable there too). Cost: one
     interpreter start with the imports (about a second) on top of the measurement.
 
     >>> in_child("child", "peak_rss() > 0", {"row": "x"}, 60)
@@ -77,8 +80,8 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     if path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
     try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout, env=env)
+        p = subprocess.run([python or sys.executable, "-c", code], capture_output=True,
+                           text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {**row, "skipped": f"timed out after {timeout:.0f} s"}
     for line in p.stdout.splitlines():

@@ -15,7 +15,7 @@ Problem: f(θ) = aᵀK(θ)⁻¹b for the heat-conduction family ``lo.testing.poi
 * ``hvp jit``: Hessian-vector products ∇²f(θ)·v through the sparse solve (forward-over-reverse),
   one factorization each; reported as products per second.
 
-``--section loops`` (issue 20): the heat equation u_{t+1} = A⁻¹(u_t + f), A = I + Δt·K(θ),
+``--section loops``: the heat equation u_{t+1} = A⁻¹(u_t + f), A = I + Δt·K(θ),
 ``--steps`` implicit steps (default 50), loss ‖u_T − g‖², gradient w.r.t. θ and f:
 
 * ``heat numpy``: sv.init once, the forward loop, the reverse loop with solve_adjoint, ∂A kept
@@ -42,6 +42,7 @@ import argparse
 import sys
 import time
 
+from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
 from .report import markdown_table as table
 
@@ -160,7 +161,7 @@ def _hvp(fam, b, theta, a):
     return run, lambda r: {"factorizations": r[1].factorizations, "live_after": r[1].live}
 
 
-# ----- issue 20: loops, batches, peers ------------------------------------------------------------
+# ----- --section loops: time loops, batches, peers ----------------------------------------------
 DT = 0.05
 
 
@@ -449,21 +450,21 @@ def run_one(method: str, nx: int, steps: int = STEPS, base: bool = False) -> dic
         fam, b, theta, a = _problem(nx)
         run, extra = _BUILD[method](fam, b, theta, a)
     out = {"method": method, "n": fam.shape[0], "nnz": fam.pattern.nnz}
-    base = rss_now()
+    before = rss_now()
     reset_peak()
     t = time.perf_counter()
     res = run()
     first = time.perf_counter() - t
     out["first_call_s"] = first
-    out["peak_first_mb"] = max(hwm() - base, 0) / 2**20
+    out["peak_first_mb"] = max(hwm() - before, 0) / 2**20
     times = []
     for _ in range(3):
-        base = rss_now()
+        before = rss_now()
         reset_peak()
         t = time.perf_counter()
         res = run()
         times.append(time.perf_counter() - t)
-        out["peak_warm_mb"] = max(out.get("peak_warm_mb", 0.0), max(hwm() - base, 0) / 2**20)
+        out["peak_warm_mb"] = max(out.get("peak_warm_mb", 0.0), max(hwm() - before, 0) / 2**20)
         if times[-1] > 30:   # minutes-long rows (spsolve at n = 640 800): one warm call is enough
             break
     out["time_s"] = min(times)
@@ -472,9 +473,11 @@ def run_one(method: str, nx: int, steps: int = STEPS, base: bool = False) -> dic
     out["cpu_s"] = time.process_time() - c
     out.update(extra(res))
     if base:
-        import solvers as sv
+        import solvers as sv  # imported after BLOCKED is set, as every row's builder does
+        from solvers.internals import entry  # the same
 
-        out["base_install"] = not sv.cholmod_available()
+        out["base_install"] = not sv.cholmod_available() and \
+            entry("pardiso").unavailable() is not None
     return out
 
 
@@ -530,12 +533,17 @@ def main(argv=None, out=None) -> list[dict]:
     ap.add_argument("--sizes", type=positive, nargs="+", default=[400, 800], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
-    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2), default=None)
-    ap.add_argument("--section", choices=["solve", "loops", "base"], default="solve",
+    from . import jax_native  # the native section's module, loaded with its parser
+
+    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2) + jax_native.METHODS,
+                    default=None)
+    ap.add_argument("--section", choices=["solve", "loops", "base", "native"], default="solve",
                     help="solve: f = aᵀK(θ)⁻¹b (default); loops: time loops, batches and JAX "
                          "peers; base: adj.solve (Auto) against klujax, splineax's KLU and jax "
                          "spsolve as on the base install (neither CHOLMOD nor PARDISO "
-                         "importable), --repeat times, interleaved")
+                         "importable), --repeat times, interleaved; native: µs per implicit "
+                         "step of a lax.scan heat loop, the native KLU solves against the JAX "
+                         "peers (defaults there: --heat-sizes 16 32 100, --steps 1000)")
     ap.add_argument("--repeat", type=positive, default=2,
                     help="base: rounds of all its rows, interleaved (default 2)")
     ap.add_argument("--splineax-path", default=None, metavar="DIR",
@@ -543,11 +551,25 @@ def main(argv=None, out=None) -> list[dict]:
                          "splineax child's path: klujax and splineax-klujax both install a "
                          "top-level klujax.py, and the later install replaces the other "
                          "(pip install --no-deps --target DIR splineax-klujax)")
+    jax_native.add_arguments(ap)
     ap.add_argument("--steps", type=positive, default=STEPS, help="implicit steps (loops)")
     ap.add_argument("--heat-sizes", type=positive, nargs="+", default=[29, 400], metavar="NX",
                     help="loops: heat grids (n = nx²); default 29 400 (n = 841, 160 000)")
     ap.add_argument("--timeout", type=float, default=900.0)
+    docs.add_option(ap)
     args = ap.parse_args(argv)
+    if args.section == "base" and args.write_docs is not None:
+        ap.error("--write-docs: --section base has no region of the benchmarks page; its table "
+                 "is written under --out")
+    docs.check(ap, args.write_docs, {"loops": "jax-loops", "native": "jax-native"}.get(
+        args.section, "jax"))
+    if args.section == "native":
+        given = argv if argv is not None else sys.argv[1:]
+        if not any(a.startswith("--heat-sizes") for a in given):
+            args.heat_sizes = [16, 32, 100]
+        if not any(a.startswith("--steps") for a in given):
+            args.steps = 1000
+        return jax_native.main(args, argv)
     if args.section == "loops":
         return _main_loops(args, argv)
     if args.section == "base":
@@ -562,7 +584,7 @@ def main(argv=None, out=None) -> list[dict]:
     cols = ["n", "method", "time s", "first call s", "peak MB (warm)", "peak MB (first)",
             "factorizations", "ratio", "memory"]
     text = table(_rows(results), cols)
-    publish(args.out, "jax", text, results, argv)
+    publish(args.out, "jax", text, results, argv, args.write_docs)
     return results
 
 
@@ -651,7 +673,8 @@ def _main_loops(args, argv) -> list[dict]:
     from .legends import legend
     from .report import publish
 
-    publish(args.out, "jax-loops", table(rows, cols) + "\n\n" + legend("jax"), results, argv)
+    publish(args.out, "jax-loops", table(rows, cols) + "\n\n" + legend("jax"), results, argv,
+            args.write_docs, section="jax")
     return results
 
 

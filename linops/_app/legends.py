@@ -160,7 +160,20 @@ JAX_BASE = """--section base (the base install: sksparse and pypardiso blocked i
   cpu vs linops    the same for CPU time (steadier on a loaded machine)
   load             1-minute load average when the row ended"""
 
-JAX = JAX + "\n" + JAX_LOOPS + "\n" + JAX_BASE   # one section, three tables
+JAX_NATIVE = """--section native:
+  n             unknowns of the heat problem (nx² for grid side nx)
+  method        what ran the loop (see --help); the peers' versions are in the last column
+  µs/step cpu   marginal CPU time per implicit step of jit(value_and_grad): (t(T) − t(T/10)) /
+                (0.9·T), best of 3 warm calls each, one thread
+  µs/step wall  the same in wall-clock time
+  ratio         µs/step cpu over the best native peer's at this n (klujax, sparsax, splineax)
+  vs numpy      µs/step cpu over the numpy path's at this n
+  grad rel.err  max|∇θ − ∇θ(numpy path)| / max|∇θ(numpy path)|
+  fact.         factorizations per call (adjoints.jax counts its own; peers: by construction)
+  version       the package that ran it"""
+
+# one section, four tables (--section)
+JAX = JAX + "\n" + JAX_LOOPS + "\n" + JAX_BASE + "\n" + JAX_NATIVE
 
 LEGENDS = {"main": MAIN, "loop": LOOP, "scale": SCALE, "jax": JAX, "petsc": PETSC,
            "logdet": LOGDET}

@@ -72,8 +72,9 @@ SYMMETRIC_PIVOT_THRESHOLD = 0.01
 
 
 @register("lu", "LU with partial pivoting: LAPACK dense, SuperLU sparse (cupyx splu on cupy)",
-          ("dense", "sparse"), capability="sparse_lu",
-          adjoint="the same factors (trans='H')", jax=True)
+          ("dense", "sparse", "diagonal", "lowrank", "matrixfree"), capability={"sparse": "sparse_lu", "*": "dense_lu"}, direct=True,
+          queries=("logdet", "selected_inverse"), adjoint="the same factors (trans='H')",
+          jax=True)
 @dataclass(frozen=True)
 class LU(Algorithm):
     """LU factorization with partial pivoting; one factorization serves A, Aᵀ and Aᴴ solves.
@@ -96,6 +97,9 @@ class LU(Algorithm):
       the general mode (counted in ``cache.stats.fallbacks``, said in ``cache.kind``);
     * otherwise: COLAMD's column order and partial pivoting (threshold 1).
 
+    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent, plus one solve
+    and one product with A to check the factorization.
+
     Parameters
     ----------
     pivot_rtol : float, optional
@@ -105,9 +109,6 @@ class LU(Algorithm):
     symmetric_mode : bool, optional
         Sparse A: None (default) by structure, as above; True: symmetric mode whatever the
         structure; False: COLAMD and partial pivoting always.
-
-    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent, plus one solve
-    and one product with A to check the factorization.
 
     Raises
     ------
@@ -368,8 +369,9 @@ def factor_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> float:
 
 # ----- Cholesky ----------------------------------------------------------------------------------
 @register("cholesky", "Cholesky L Lᴴ for Hermitian positive definite A: LAPACK dense, CHOLMOD "
-          "sparse", ("dense", "sparse"), hermitian=True, capability="dense_cholesky",
-          adjoint="the forward solve (A = Aᴴ)", jax=True)
+          "sparse", ("dense", "sparse", "diagonal", "lowrank", "matrixfree"), hermitian=True, posdef=True, direct=True,
+          capability={"sparse": "sparse_cholesky", "*": "dense_cholesky"},
+          queries=("logdet", "selected_inverse"), adjoint="the forward solve (A = Aᴴ)", jax=True)
 @dataclass(frozen=True)
 class Cholesky(Algorithm):
     """Cholesky A = L Lᴴ for Hermitian positive definite A.
@@ -630,7 +632,8 @@ def cholmod_available() -> bool:
 
 # ----- diagonal ----------------------------------------------------------------------------------
 @register("diagonal", "elementwise division for Diagonal / Identity operators",
-          ("diagonal",), adjoint="division by conj(d)", jax=False)
+          ("diagonal",), direct=True, queries=("logdet",), adjoint="division by conj(d)",
+          jax=False)
 @dataclass(frozen=True)
 class DiagonalSolve(Algorithm):
     """x = b / d for a Diagonal (or Identity) operator: exact, O(n) per solve; adjoint divides by
@@ -642,8 +645,9 @@ class DiagonalSolve(Algorithm):
 
     Raises
     ------
-    TypeError
-        A is not a ``lo.Diagonal``/``lo.Identity`` (at ``init``).
+    BackendNotSupported
+        A is not a ``lo.Diagonal``/``lo.Identity`` (at ``init``: the registry declares
+        diagonal operators only).
     SingularMatrixError
         A zero on the diagonal (at ``init``).
 
@@ -699,10 +703,6 @@ class DiagonalFactor(Factor):
 
 
 def _diagonal(A):
-    """The stored diagonal (None for an Identity); TypeError for a non-diagonal operator."""
-    try:
-        return diagonal_of(A)
-    except TypeError:
-        raise TypeError(f"DiagonalSolve needs a lo.Diagonal or lo.Identity operator, got "
-                        f"{type(A).__name__}; wrap the diagonal with lo.Diagonal(d) or use "
-                        f"sv.LU()") from None
+    """The stored diagonal (None for an Identity); A's structure is "diagonal" (prepare
+    checked the registry's declaration)."""
+    return diagonal_of(A)
