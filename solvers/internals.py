@@ -12,6 +12,7 @@ from ._acceptance import verdict as verdict
 from ._checks import default_rtol as default_rtol
 from ._checks import eps as eps
 from ._checks import hermitian_tol as hermitian_tol
+from ._checks import is_hermitian as is_hermitian
 from ._checks import precision as precision
 from ._checks import rcond_tol as rcond_tol
 from ._contract import Algorithm as Algorithm

@@ -9,6 +9,8 @@ import jax
 
 jax.config.update("jax_enable_x64", True)  # gradient tests need float64
 
+import solvers as sv  # noqa: E402
+from solvers.internals import use_profile  # noqa: E402
 from tests._cases.backends import BACKENDS, DTYPES, namespace_for  # noqa: E402
 
 
@@ -26,9 +28,6 @@ def dtype(request):
 def _auto_profile():
     """Every test starts with an empty sv.Auto profile: no machine profile a developer wrote with
     ``python -m linops tune``, no pattern measured by an earlier test."""
-    import solvers as sv
-    from solvers._engines.tune import use_profile
-
     old = use_profile(sv.Profile())
     yield
     use_profile(old)

@@ -39,12 +39,16 @@ Time: the best of three warm calls (one when a call takes over 30 s).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 
 from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
+from .legends import legend
 from .report import markdown_table as table
+from .report import publish
 
 METHODS = ["numpy path", "adj jit value_and_grad", "spsolve + grad", "fam numpy", "fam jit",
            "hvp jit"]
@@ -524,10 +528,6 @@ def _rows(results: list[dict]) -> list[dict]:
 
 def main(argv=None, out=None) -> list[dict]:
     """``python -m linops bench jax``: the table, printed and written to ``--out``."""
-    from pathlib import Path
-
-    from .report import publish
-
     ap = argparse.ArgumentParser(prog="python -m linops bench jax",
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=positive, nargs="+", default=[400, 800], metavar="NX",
@@ -593,11 +593,6 @@ def _main_base(args, argv) -> list[dict]:
     sv.Auto (SuperLU in symmetric mode there) and by the JAX peers, as on the base install,
     each row in its own process at one thread, every round of rows interleaved; each peer's
     time over linops' in the same round."""
-    import os
-
-    from .legends import legend
-    from .report import publish
-
     results = []
     for rnd in range(1, args.repeat + 1):
         for nx in args.sizes[:1] if args.sizes == [400, 800] else args.sizes:
@@ -625,7 +620,8 @@ def _main_base(args, argv) -> list[dict]:
         rows.append(row)
     cols = ["round", "n", "method", "time s", "cpu s", "factorizations", "vs linops",
             "cpu vs linops", "load"]
-    publish(args.out, "jax-base", table(rows, cols) + "\n\n" + legend("jax"), results, argv)
+    publish(args.out, "jax-base", table(rows, cols) + "\n\n" + legend("jax"), results, argv,
+            section="jax")
     return results
 
 
@@ -670,8 +666,6 @@ def _main_loops(args, argv) -> list[dict]:
         rows.append(row)
     cols = ["n", "method", "time s", "cpu s", "first call s", "peak MB (first)", "peak MB (warm)",
             "factorizations", "symbolic", "solve calls", "cpu ratio"]
-    from .legends import legend
-    from .report import publish
 
     publish(args.out, "jax-loops", table(rows, cols) + "\n\n" + legend("jax"), results, argv,
             args.write_docs, section="jax")

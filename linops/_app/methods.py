@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
 
 import adjoints as ad
 import linops as lo
@@ -218,8 +220,6 @@ def _scipy_by_hand(fam, b, theta, a, spd=True):
 
     One factorization per evaluation, like linops; the gradient it keeps is the nnz values
     (a dense array of the stored entries), against linops's RankOne of 2n values."""
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spl
 
     P = fam.pattern
     M = fam.MH.to_scipy().T.tocsr()  # θ ↦ values, as a hand-written script would keep it
@@ -242,7 +242,6 @@ def _hand_parts(fam):
     """What every hand-written reference builds once: the assembly map M (θ ↦ K's values, scipy
     CSR, the same map linops uses), ``assemble()`` → scipy CSR K(θ) and ``grad(u, λ)`` →
     θ̄ = −Mᵀ(λᵢuⱼ) on the pattern."""
-    import scipy.sparse as sp
 
     P = fam.pattern
     M = fam.MH.to_scipy().T.tocsr()
@@ -261,7 +260,6 @@ def _superlu_symmetric_by_hand(fam, b, theta, a, spd=True):
     """A scipy user who reads SuperLU's guide: ``splu`` in symmetric mode (MMD on Aᵀ + A,
     ``diag_pivot_thresh=0.01``, ``SymmetricMode``) for this structurally symmetric pattern, the
     adjoint by ``trans='T'``."""
-    import scipy.sparse.linalg as spl
 
     assemble, grad = _hand_parts(fam)
     mode = dict(permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.01,
@@ -301,7 +299,6 @@ def _pardiso_by_hand(fam, b, theta, a, spd=True):
     the real symmetric positive definite type on the upper triangle (mtype 2), whose adjoint is
     a forward solve; nonsymmetric: mtype 11, the adjoint by ``iparm(12) = 2`` (Aᵀx = b) on the
     same factors."""
-    import scipy.sparse as sp
     from pypardiso import PyPardisoSolver  # the optional dependency: only this method needs it
 
     assemble, grad = _hand_parts(fam)
@@ -336,7 +333,6 @@ def _dense_gradient(fam, b, theta, a, spd=True):
 
     8·n² bytes: 0.8 GB at n = 10 100, 206 GB at n = 160 400 (the runner reports that instead of
     running it, ``runner.DENSE_BUDGET``)."""
-    import scipy.sparse.linalg as spl
 
     P = fam.pattern
     M = fam.M.to_scipy()

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import adjoints as ad
 import linops as lo
 import solvers as sv
-from solvers.internals import Measurement, Timing
+from solvers.internals import Measurement, Timing, is_hermitian, precision
 from tests._cases.matrices import HAVE_PARDISO, needs_cholmod, needs_pardiso
 
 def spd(nx=20, scale=1.0):
@@ -32,8 +32,6 @@ def forced(engines_seconds: dict, use="init") -> Measurement:
 def key_of(A, asks=()):
     """The pattern key Auto files a measurement under (its fingerprint, precision, Hermitian,
     the queries asked)."""
-    from solvers._checks import is_hermitian, precision
-
     return (A.pattern.fingerprint, precision(A.dtype).name, is_hermitian(A), tuple(sorted(asks)))
 
 

@@ -22,7 +22,7 @@ from tests._cases.matrices import needs_cholmod
 @pytest.mark.parametrize("complex_", [False, True])
 @pytest.mark.parametrize("nx", [4, 40])
 def test_cholmod_pivots_read_in_place_equal_scikit_sparse_D(mode, complex_, nx):
-    from sksparse import cholmod
+    from sksparse import cholmod  # optional: the test is skipped without scikit-sparse
 
     fam, _ = lo.testing.poisson_family(nx)
     K = fam(np.linspace(0.5, 1.5, fam.n_params)).to_scipy().tocsc()
