@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ctypes
 import math
+import pathlib
+import threading
 import time
 import weakref
 from collections import Counter
@@ -91,8 +93,24 @@ def _int(v: int):
     return ctypes.byref(ctypes.c_int32(v))
 
 
+@lru_cache(maxsize=None)
+def _no_spin(lib_path: str, thread: int) -> None:
+    """Intel OpenMP's worker threads, once PARDISO has run, keep spinning for its blocktime
+    (200 ms) after every parallel region: on a machine with few cores that CPU is taken from
+    whatever runs next — CHOLMOD or SuperLU in the same process, measured or not (at n = 250 500
+    on 2 cores, CHOLMOD after PARDISO took 2.4× the CPU and 4× the time it takes alone). Sets
+    the blocktime to 0 for the teams this thread starts (``kmp_set_blocktime`` of the
+    libiomp5 that MKL loads beside it; nothing where there is none), once per thread."""
+    try:
+        omp = ctypes.CDLL(str(pathlib.Path(lib_path).with_name("libiomp5.so")))
+        omp.kmp_set_blocktime(ctypes.c_int(0))
+    except (OSError, AttributeError):   # another OpenMP runtime, or none beside MKL
+        pass
+
+
 def _call(lib, pt, mtype: int, phase: int, mnum: int, n: int, a, ia, ja, iparm, B, X) -> int:
     """One ``pardiso`` call; returns its error code (0: success)."""
+    _no_spin(getattr(lib, "_name", ""), threading.get_ident())
     err = ctypes.c_int32(0)
     lib.pardiso(pt.ctypes.data, _int(MAX_FACTORS), _int(mnum), _int(mtype), _int(phase),
                 _int(n), a.ctypes.data, ia.ctypes.data, ja.ctypes.data, None, _int(B.shape[1]),

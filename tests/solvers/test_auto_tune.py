@@ -190,3 +190,17 @@ def test_options_are_checked():
         sv.Auto(profile=3)
     with pytest.raises(ValueError, match="times sparse host matrices"):
         sv.Auto().measure(sv.LinearProblem(np.eye(3)))
+
+
+@needs_pardiso
+def test_pardiso_leaves_no_spinning_threads_to_the_engines_measured_after_it():
+    """Intel OpenMP's workers spin for 200 ms after each PARDISO phase unless the blocktime of
+    the calling thread's teams is 0: CPU a candidate measured next (CHOLMOD, SuperLU) loses."""
+    import ctypes  # the OpenMP runtime beside MKL, loaded only where PARDISO is
+    import pathlib  # the same
+    from solvers._engines.pardiso import _mkl  # the library PARDISO itself loaded
+
+    fam, K, b = spd(nx=6)
+    sv.init(sv.LinearProblem(K, b, posdef=True), sv.Pardiso(posdef=True)).solve()
+    omp = ctypes.CDLL(str(pathlib.Path(_mkl()[0]._name).with_name("libiomp5.so")))
+    assert omp.kmp_get_blocktime() == 0
