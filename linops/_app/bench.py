@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from . import docs, report
-from .legends import legend
+from .legends import JAX_BASE, legend
 from .methods import DEFAULT, METHODS, PROBLEMS, installed
 from .names import Names, pick, slug
 from .runner import progress, run_in_child
@@ -181,7 +181,7 @@ def _jax_help(module) -> str:
     the column legend."""
     names = ", ".join(slug(n) for n in _section_methods(module))
     return (f"\nmethod names (--methods NAME ..., any case, comma or space separated): "
-            f"{names}\n\n{legend('jax')}")
+            f"{names}\n\n{legend('jax')}\n{JAX_BASE}")
 
 
 def run_section(name: str, argv: list[str]):

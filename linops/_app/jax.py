@@ -46,7 +46,7 @@ from pathlib import Path
 
 from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
-from .legends import legend
+from .legends import JAX_BASE, legend
 from .report import markdown_table as table
 from .report import publish
 
@@ -620,8 +620,8 @@ def _main_base(args, argv) -> list[dict]:
         rows.append(row)
     cols = ["round", "n", "method", "time s", "cpu s", "factorizations", "vs linops",
             "cpu vs linops", "load"]
-    publish(args.out, "jax-base", table(rows, cols) + "\n\n" + legend("jax"), results, argv,
-            section="jax")
+    text = f"{table(rows, cols)}\n\n{legend('jax')}\n{JAX_BASE}"
+    publish(args.out, "jax-base", text, results, argv, section="jax")
     return results
 
 
