@@ -24,7 +24,7 @@ from .direct import LU, Cholesky, DiagonalSolve
 from .._errors import HintWarning, NotPositiveDefiniteError, SingularMatrixError, warn_caller
 from .krylov import CG, GMRES
 from .amg import AMG
-from .._registry import Case, entry, register
+from .._registry import entry, register
 from .tune import Profile, Tuned, default_profile, measure_candidates
 from .woodbury import Woodbury
 
@@ -36,12 +36,7 @@ ANSWERS = {"CHOLMOD": {"logdet", "selected_inverse"}, "SuperLU": {"logdet", "sel
 
 @register("auto", "the default: chooses by structure, size, what is installed and checked hints",
           ("dense", "sparse", "diagonal", "lowrank", "matrixfree"), direct=True,
-          queries=("logdet", "selected_inverse"), adjoint="whatever it chose", jax=True,
-          # tuned (measured at init): every cell answers as the untuned Auto does, to rounding
-          cases=(Case("Auto"),
-                 Case("Auto tuned", dict(tune=True, pardiso_min=1), structures=("sparse",)),
-                 Case("Auto tuned hpd", dict(tune=True, pardiso_min=1), structures=("sparse",),
-                      posdef=True)))
+          queries=("logdet", "selected_inverse"), adjoint="whatever it chose", jax=True)
 @dataclass(frozen=True)
 class Auto(Algorithm):
     """The default algorithm. Rules, first match wins:
