@@ -36,7 +36,7 @@ from linops.internals import ShapeError
 
 from ._checks import backend_of_problem, finite_or_raise
 from ._contract import Prepared, prepare
-from ._errors import SolveError, StaleSolutionError
+from ._errors import ClosedCacheError, SolveError, StaleSolutionError
 from ._problem import LinearProblem, as_rhs
 from ._registry import resolve
 from ._results import CacheStats, Status
@@ -130,6 +130,9 @@ class LinearCache:
         self.generation = 0
         self.status: Status | None = None
         self._u = None
+        self._closed = False
+        if like is not None:
+            like.require_open("init(..., like=cache)")
         previous = like.factor if like is not None and like.A.shape == prob.A.shape else None
         self.factor = self._prepare(prob, previous, keep_previous=True).factor
 
@@ -229,12 +232,28 @@ class LinearCache:
         >>> sign, round(float(np.exp(logabsdet)), 12), cache.stats.factorizations
         (1.0, 3.0, 1)
         """
+        self.require_open("logdet")
         return self.factor.logdet()
 
     def close(self) -> None:
-        """Release the factorization's external resources now (PARDISO, PETSc); the cache
-        cannot solve afterwards. Dropping the cache does the same."""
+        """Release the factorization's external resources now (PARDISO, PETSc); idempotent.
+        Afterwards every solve, ``update``, ``logdet``, selected inversion and
+        ``init(..., like=cache)`` raises :class:`ClosedCacheError` (the released objects would
+        crash the process). Dropping the cache does the same without the need to call it."""
         self.factor.close()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    def require_open(self, what: str) -> None:
+        """ClosedCacheError naming ``what`` when the cache was closed."""
+        if self._closed:
+            raise ClosedCacheError(
+                f"{what}: this cache was closed (cache.close() released its {self.kind} "
+                f"factorization); build a new one with sv.init(sv.LinearProblem(A), alg)")
 
     # ----- solves ---------------------------------------------------------------------------------
     def solve(self, b=None):
@@ -332,6 +351,7 @@ class LinearCache:
         return self._run(c, "T", "c")
 
     def _run(self, b, trans: str, name: str):
+        self.require_open({"N": "solve", "H": "solve_adjoint", "T": "solve_transpose"}[trans])
         b = as_rhs(self.A, b, name)
         if self.check_finite:
             finite_or_raise(b, name)
@@ -353,6 +373,7 @@ class LinearCache:
         self.status = self.factor.last_status or Status.SUCCESS
         attr = {"N": "solves", "H": "adjoint_solves", "T": "transpose_solves"}[trans]
         setattr(self.stats, attr, getattr(self.stats, attr) + 1)
+        self.stats.columns += int(B.shape[1]) if B.shape[0] else 0
         if np.dtype(X.dtype) != dtype:
             X = X.astype(dtype)
         return X[:, 0] if b.ndim == 1 else X
@@ -425,6 +446,7 @@ class LinearCache:
         >>> s.factorizations, s.numeric_refactorizations, cache.generation
         (1, 1, 1)
         """
+        self.require_open("update")
         prob = self.prob
         if A is not None:
             A = lo.aslinop(A)

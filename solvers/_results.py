@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from linops.internals import ShapeError
+
 from ._factors import selinv_kernels as K
 
 class Status(enum.Enum):
@@ -116,6 +118,12 @@ class CacheStats:
     solves, adjoint_solves, transpose_solves : int
         Successful calls of ``solve``, ``solve_adjoint``, ``solve_transpose`` (a call with
         k right-hand sides counts once).
+    columns : int
+        Right-hand sides (columns) those calls solved, every mode together: a call with k
+        columns adds k. Solves nobody called by name count here too: the columns that
+        ``lo.sample``/``lo.diagonal``/``lo.project`` of ``sv.inverse(cache)`` solve for
+        (positions outside the selected inverse, or a cache without one), the block solves of
+        the pullbacks.
     iterations : int
         Krylov (or AMG cycle) iterations over all solves, failed ones and acceptance checks
         included; 0 for direct methods.
@@ -139,6 +147,7 @@ class CacheStats:
     solves: int = 0
     adjoint_solves: int = 0
     transpose_solves: int = 0
+    columns: int = 0
     iterations: int = 0
     setup_seconds: float = 0.0
     solve_seconds: float = 0.0
@@ -271,10 +280,11 @@ class SelectedInverse:
         """(values, found): A⁻¹[rows[k], cols[k]] where the filled pattern holds it.
 
         ``found[k]`` is False (and ``values[k]`` 0) outside the pattern; every position of A's
-        pattern, of its transpose and of the diagonal is found. O(log nnz) per position.
+        pattern (its explicit zeros included), of its transpose and of the diagonal is found,
+        whatever rows the factorization exchanged. O(log nnz) per position. Positions must be
+        integers in [0, n), as for ``lo.sample`` (no negative indices): ShapeError otherwise.
         """
-        rows = np.asarray(rows, dtype=np.int64)
-        cols = np.asarray(cols, dtype=np.int64)
+        rows, cols = self._positions(rows, cols)
         out = np.zeros(rows.shape[0], dtype=self._XL.dtype)
         found = np.zeros(rows.shape[0], dtype=np.bool_)
         sup, rp, rw, xp, c2s = self._layout
@@ -282,9 +292,28 @@ class SelectedInverse:
                  self._hermitian, out, found)
         return out, found
 
+    def _positions(self, rows, cols):
+        """rows, cols as int64 arrays, checked as ``lo.sample`` checks them."""
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        if rows.shape != cols.shape or rows.ndim != 1:
+            raise ShapeError(f"SelectedInverse: rows and cols must be 1-D of equal length, got "
+                             f"rows.shape={rows.shape} and cols.shape={cols.shape}")
+        n = self.shape[0]
+        for name, ix in (("rows", rows), ("cols", cols)):
+            if ix.size == 0:
+                continue
+            if not np.issubdtype(ix.dtype, np.integer):
+                raise ShapeError(f"SelectedInverse: {name} must be integers, got dtype={ix.dtype}")
+            lo_, hi = int(ix.min()), int(ix.max())
+            if lo_ < 0 or hi >= n:
+                raise ShapeError(f"SelectedInverse: {name} out of range [0, {n}) for shape="
+                                 f"{self.shape}: min={lo_}, max={hi}")
+        return rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False)
+
     def sample(self, rows, cols):
         """A⁻¹[rows[k], cols[k]] as a 1-D array; ValueError naming a position outside the
-        filled pattern (``lo.sample`` of the lazy inverse solves for those instead)."""
+        filled pattern (``lo.sample`` of the lazy inverse solves for those instead), ShapeError
+        for positions outside [0, n) (as ``lo.sample``)."""
         out, found = self.lookup(rows, cols)
         if not found.all():
             k = int(np.flatnonzero(~found)[0])

@@ -194,6 +194,7 @@ class SparseLUFactor(Factor):
         self.be, self.pivot_rtol = be, pivot_rtol
         self.kind = be.sparse_lu_name
         self.dtype = precision(A.dtype)
+        self.pattern = A.pattern  # A's (explicit zeros included): selected inversion holds it
         csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype)
         reuse = order is not None
         try:

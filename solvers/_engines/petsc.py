@@ -776,6 +776,9 @@ class _PETScFactor(Factor):
         the symmetry of the NEW values is checked again and decides how adjoints are solved.
         On failure the old values are restored and this factor stays usable."""
         lib = _lib()
+        if self._retired:  # its Mat and KSP may be destroyed: touching them aborts MPI
+            raise RuntimeError("this PETSc factor was replaced by update() or closed; use the "
+                               "cache's factor")
         A_new, temporary = _as_petsc_operator(A_new)
         try:
             A_new.check_current()

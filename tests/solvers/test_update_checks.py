@@ -55,3 +55,32 @@ def test_update_from_real_to_complex_values_refactorizes_in_complex(alg):
     assert x.dtype == np.complex128 and rel_residual(H, x, b) < 1e-12
     if alg == "pardiso":
         assert cache.factor.handle.mtype in (4, 13)
+
+
+# ----- a closed cache refuses everything, on every engine ------------------------------------------
+@pytest.mark.parametrize("name", ["lu-dense", "superlu", "cholmod", "cg", "pardiso"])
+def test_a_closed_cache_refuses_solves_updates_and_queries(name):
+    S = spd(60)
+    A = S.toarray() if name == "lu-dense" else S
+    alg = {"lu-dense": sv.LU(), "superlu": sv.LU(), "cholmod": sv.Cholesky(),
+           "cg": sv.CG(rtol=1e-10), "pardiso": sv.Pardiso()}[name]
+    if name == "cholmod" and not sv.cholmod_available():
+        pytest.skip("CHOLMOD missing")
+    if name == "pardiso" and not HAVE_PARDISO:
+        pytest.skip("pypardiso missing")
+    b = np.ones(S.shape[0])
+    cache = sv.init(sv.LinearProblem(A, b), alg)
+    u = cache.solve()
+    cache.close()
+    cache.close()                                        # idempotent
+    assert cache.closed
+    calls = [("solve", cache.solve), ("solve_adjoint", lambda: cache.solve_adjoint(b)),
+             ("solve_transpose", lambda: cache.solve_transpose(b)),
+             ("update", lambda: cache.update(A=2 * A)), ("logdet", cache.logdet),
+             ("selected_inverse", lambda: sv.selected_inverse(cache)),
+             (r"init\(\.\.\., like=cache\)", lambda: sv.init(sv.LinearProblem(A), alg, like=cache)),
+             ("solve", lambda: cache.as_operator() @ b)]
+    for what, call in calls:
+        with pytest.raises(sv.ClosedCacheError, match=f"{what}: this cache was closed"):
+            call()
+    np.testing.assert_allclose(S @ u, b, rtol=1e-8)      # what it returned before stays valid
