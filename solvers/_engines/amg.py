@@ -370,7 +370,8 @@ class AMGSolveFactor(IterativeFactor):
     def _spawn(self, A):
         return AMGSolveFactor(self.spec, A, self.prob)
 
-    def _run(self, op, trans, b, x0, rtol, history):
+    def _run(self, op, trans, b, x0, rtol, history, atol):
+        # pyamg's cycles stop on rtol alone; an atol-bound tolerance is judged by the verdict
         M = self.M if trans == "N" else self.M.adjoint()
         res: list[float] = []
         bh = to_numpy(b)
