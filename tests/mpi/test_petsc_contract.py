@@ -154,3 +154,11 @@ def test_petsc_update_after_close_is_a_named_error_not_a_crash():
                          timeout=300, env=env, cwd=root)
     assert out.returncode == 0 and "CLOSED-OK" in out.stdout, (out.returncode, out.stdout,
                                                                 out.stderr[-2000:])
+
+
+@needs_petsc
+@pytest.mark.parametrize("kw, name", [({"ksp_type": "bicgstab"}, "bicgstab"),
+                                      ({"ksp_type": "gmres", "pc_type": "nosuchpc"}, "nosuchpc")])
+def test_petsc_unknown_type_names_is_backend_not_supported(kw, name):
+    with pytest.raises(sv.BackendNotSupported, match=f"{name}.*KSP types: .*bcgs.*PC types: "):
+        sv.init(sv.LinearProblem(_tridiag(20)), sv.PETSc(**kw))
