@@ -186,6 +186,35 @@ def require_hermitian(A: lo.LinearOperator, who: str) -> None:
             f"sv.LU() or sv.GMRES(). The hints hermitian=/posdef= never switch this check off")
 
 
+def require_hermitian_operator(A: lo.LinearOperator, who: str, seed: int = 0) -> None:
+    """NotHermitianError unless A is Hermitian: :func:`require_hermitian` (the largest defect
+    and its position, O(nnz)) for an operator that stores its entries (dense, sparse, PETSc);
+    for any other (matrix-free, sums, products, diagonal) the bilinear test
+    ⟨y, Ax⟩ = ⟨Ay, x⟩ for random x, y: one product with two columns."""
+    from linops.internals import structure
+
+    if structure(A) in ("dense", "sparse", "petsc"):
+        require_hermitian(A, who)
+        return
+    n = A.shape[0]
+    if n == 0:
+        return
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    if np.dtype(A.dtype).kind == "c":
+        X = X + 1j * rng.standard_normal((n, 2))
+    AX = np.asarray(to_numpy(A @ X.astype(np.result_type(A.dtype, X.dtype))))
+    x, y, ax, ay = X[:, 0], X[:, 1], AX[:, 0], AX[:, 1]
+    lhs, rhs = np.vdot(y, ax), np.vdot(ay, x)
+    scale = max(float(np.linalg.norm(ax) * np.linalg.norm(y)),
+                float(np.linalg.norm(ay) * np.linalg.norm(x)), 1e-300)
+    if abs(lhs - rhs) > 100 * hermitian_tol(A.dtype) * scale:
+        raise NotHermitianError(
+            f"{who} needs a Hermitian operator, but ⟨y, Ax⟩ = {complex(lhs):.6g} and ⟨Ay, x⟩ = "
+            f"{complex(rhs):.6g} differ for random x, y (relative defect "
+            f"{abs(lhs - rhs) / scale:.2g}, allowed {100 * hermitian_tol(A.dtype):.0e})")
+
+
 def hint_text(prob) -> str:
     """The hints as the user gave them (``posdef=True`` alone, not the ``hermitian=True`` it
     implies), for messages."""

@@ -367,25 +367,35 @@ class Eigenpairs:
 @dataclass(frozen=True)
 class LogDetEstimate:
     """A Monte-Carlo estimate of log det A (Hermitian positive definite A), from
-    :func:`logdet_estimate`.
+    :func:`logdet_estimate`, with an error bar that includes the quadrature error.
 
     Attributes
     ----------
     value : float
-        The estimate of log det A (mean over the probes).
+        The estimate of log det A (mean over the probes of the middle of each probe's
+        Gauss / Gauss–Radau bracket).
     stderr : float
-        Its standard error (sample standard deviation / √probes): a 95 % interval is about
-        value ± 2·stderr. Excludes the quadrature error (see ``quadrature_change``).
+        The error bar: √(mc_stderr² + bias_bound²). value ± 2·stderr is about a 95 % interval
+        (the bias is bounded, not random; the Monte-Carlo error of the mean of p probes follows
+        Student's t: ±2 covers 94.6 % at p = 32, 93.6 % at p = 16; :meth:`interval` is exact
+        to that).
     samples : ndarray (probes,)
-        The per-probe estimates.
+        The per-probe estimates (the middles of the brackets).
     probes : ndarray (n, probes)
         The Rademacher vectors used (``adjoints.logdet_estimate_pullback`` reuses them).
     steps : int
         Lanczos steps per probe.
     quadrature_change : float
-        max over probes of |quadrature(steps) − quadrature(steps − 1)|: small against
-        ``stderr`` means the steps suffice.
+        max over probes of |quadrature(steps) − quadrature(steps − 1)|: a diagnostic only
+        (small does NOT mean converged on an ill-conditioned A; ``bias_bound`` is the bound).
     A : lo.LinearOperator
+    mc_stderr : float
+        The Monte-Carlo standard error alone (sample standard deviation / √probes).
+    bias_bound : float
+        The bound of the quadrature error of ``value`` (mean half-width of the brackets, plus
+        the rounding of the quadratures).
+    lower_bound : float
+        The node a ≤ λ_min(A) of the Gauss–Radau rules (given, or resolved by Lanczos).
 
     Examples
     --------
@@ -404,7 +414,30 @@ class LogDetEstimate:
     steps: int
     quadrature_change: float
     A: Any
+    mc_stderr: float = float("nan")
+    bias_bound: float = float("nan")
+    lower_bound: float = float("nan")
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """(low, high) covering log det A with probability about ``level``: value ∓ (t·mc_stderr
+        + bias_bound), t the quantile of Student's t with probes − 1 degrees of freedom (the
+        mean of few probes), the bias bound added in full.
+
+        >>> import numpy as np, solvers as sv
+        >>> est = sv.logdet_estimate(np.diag(np.linspace(1.0, 2.0, 50)), probes=16)
+        >>> low, high = est.interval(0.99)
+        >>> bool(low < float(np.sum(np.log(np.linspace(1.0, 2.0, 50)))) < high)
+        True
+        """
+        from scipy.stats import t as student  # scipy.stats: slow to import, rarely needed
+
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        q = float(student.ppf(0.5 + level / 2, self.samples.size - 1))
+        half = q * self.mc_stderr + self.bias_bound
+        return self.value - half, self.value + half
 
     def __repr__(self) -> str:
-        return (f"LogDetEstimate(value={self.value:.6g} ± {self.stderr:.2g} (1 s.e.), "
+        return (f"LogDetEstimate(value={self.value:.6g} ± {self.stderr:.2g} (1 s.e.: Monte Carlo "
+                f"{self.mc_stderr:.2g}, quadrature ≤ {self.bias_bound:.2g}), "
                 f"probes={self.samples.size}, steps={self.steps}; an estimate, not exact)")
