@@ -145,10 +145,13 @@ def logdet_estimate(A, *, probes: int = 32, steps: int = 40, seed: int | None = 
     samples = 0.5 * (gauss + radau)
     value = float(samples.mean())
     mc = float(samples.std(ddof=1) / np.sqrt(probes))
-    # plus the rounding of n·Σ τ² log θ (an exact bracket, e.g. a diagonal A and Rademacher
-    # probes, still has this much): far below any Monte-Carlo error
-    logs = max(float(np.abs(np.log(th)).max()) for th, _ in eig)
-    bias = float(np.mean(0.5 * (gauss - radau))) + 32 * float(np.finfo(float).eps) * n * logs
+    # plus the rounding of the quadratures (an exact bracket, e.g. a diagonal A and Rademacher
+    # probes, still has it): the Ritz values carry an absolute error of ~u·θ_max, so
+    # n·Σ τ² log θ is off by n·Σ τ²·u·θ_max/θ, and the sum by n·u·max|log θ|
+    u = 32 * float(np.finfo(float).eps)
+    rounding = np.mean([n * u * (float(np.sum(np.abs(U[0]) ** 2 * th[-1] / th))
+                                 + float(np.abs(np.log(th)).max())) for th, U in eig])
+    bias = float(np.mean(0.5 * (gauss - radau))) + float(rounding)
     Z.setflags(write=False)
     return LogDetEstimate(value, float(np.hypot(mc, bias)), samples, Z, steps, change, A,
                           mc_stderr=mc, bias_bound=bias, lower_bound=float(a))

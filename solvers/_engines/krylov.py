@@ -518,6 +518,10 @@ class KrylovFactor(IterativeFactor):
                                       atol=atol, M=M, restart=restart, maxiter=maxiter,
                                       history=history)
         except ValueError as e:  # scipy's MINRES refuses an indefinite preconditioner
+            if "infs or NaNs" in str(e):   # scipy's GMRES on a NaN of the operator or the
+                raise ConvergenceError(     # preconditioner (its least-squares step)
+                    f"{type(spec).__name__}: the iteration produced NaN/Inf ({e}); "
+                    f"{Status.NONFINITE.message}", history, None, Status.NONFINITE) from None
             if "indefinite" not in str(e):
                 raise
             raise ConvergenceError(

@@ -134,3 +134,30 @@ def test_selected_inverse_positions_are_checked_like_lo_sample():
         S.lookup(np.array([0.5]), np.array([0]))
     with pytest.raises(lo.ShapeError, match="1-D of equal length"):
         S.sample([0, 1], [0])
+
+
+@pytest.mark.skipif(not sv.cholmod_available(), reason="scikit-sparse missing")
+def test_cholmod_holds_an_explicit_zero_stored_in_one_triangle_only():
+    """CHOLMOD reads one triangle: a stored zero at (i, j) without its partner (j, i) left the
+    analysed pattern, and A⁻¹ there was missing from the selected inverse."""
+    from tests._cases.corpus import get
+
+    m = get("explicit-zeros-spd")
+    S = m.sparse()
+    P = lo.Sparse.from_scipy(S).pattern
+    lower_only = [(i, j) for i, j in m.explicit_zeros if (j, i) not in m.explicit_zeros]
+    assert lower_only                                   # the case this is about
+    cache = sv.init(sv.LinearProblem(S), sv.Cholesky())
+    Z = np.linalg.inv(m.a)
+    vals, found = sv.selected_inverse(cache).lookup(P.rows, P.indices)
+    assert found.all()
+    assert np.abs(vals - Z[P.rows, P.indices]).max() <= 1e-12 * np.abs(Z).max()
+    np.testing.assert_allclose(cache.solve(np.ones(m.n)), Z.sum(axis=1), rtol=1e-12)
+
+
+def test_the_empty_matrix_has_an_empty_selected_inverse_on_every_engine():
+    for alg in (sv.LU(), sv.CG(), sv.Cholesky()):
+        cache = sv.init(sv.LinearProblem(np.zeros((0, 0))), alg)
+        S = sv.selected_inverse(cache)
+        assert S.diagonal().shape == (0,) and S.shape == (0, 0)
+        assert lo.diagonal(sv.inverse(cache)).shape == (0,)
