@@ -58,6 +58,14 @@ def _as_host(B, dtype):
     return np.asfortranarray(np.asarray(to_numpy(B), dtype=dtype))
 
 
+def _by_parts(fn, B):
+    """A real factor applied to a complex block: its real and imaginary parts as one real
+    block of twice the columns (casting B to the factor's real dtype would drop B.imag)."""
+    k = B.shape[1]
+    Y = fn(np.hstack([B.real, B.imag]))
+    return Y[:, :k] + 1j * Y[:, k:]
+
+
 # ----- QR ----------------------------------------------------------------------------------------
 @register("qr", "QR least squares: SuiteSparseQR sparse (sparseqr), LAPACK dense; min-norm for "
           "m < n", ("dense", "sparse"), direct=True, backends=("numpy", "jax"),
@@ -251,6 +259,9 @@ class _SparseQR(Factor):
 
     def gram_solve(self, C):
         """(AᴴA)⁻¹ C = Π E R⁻¹ R⁻ᴴ Eᵀ Πᵀ C (tall A): triangular solves with R only, no Q."""
+        C = np.asarray(to_numpy(C))
+        if C.dtype.kind == "c" and self.work.kind != "c":
+            return _by_parts(self.gram_solve, C)
         C = _as_host(C, self.work)
         if self.given is not None:
             C = C[self.given]
@@ -264,6 +275,9 @@ class _SparseQR(Factor):
     def solve(self, B, trans):
         if self._qr is None:
             raise ValueError("this SuiteSparseQR factorization was closed")
+        B = np.asarray(to_numpy(B))
+        if B.dtype.kind == "c" and self.work.kind != "c":
+            return _by_parts(lambda P: self.solve(P, trans), B)
         B = _as_host(B, self.work)
         if trans == "T":
             return np.conj(self.solve(np.conj(B), "H"))

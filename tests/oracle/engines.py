@@ -15,7 +15,7 @@ from solvers.internals import entries
 
 #: forms of a dense corpus matrix and the registry structure each has
 FORMS = {"dense": "dense", "sparse": "sparse", "matrixfree": "matrixfree"}
-ITERATIVE = {"cg", "minres", "gmres", "bicgstab", "amg"}
+ITERATIVE = {"cg", "minres", "gmres", "bicgstab", "amg", "lsmr"}
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def _tol(dtype) -> float:
 def _instances(e):
     """(label, make) pairs for a registry entry."""
     n = e.name
-    if n in ("cg", "minres", "gmres", "bicgstab"):
+    if n in ("cg", "minres", "gmres", "bicgstab", "lsmr"):
         return [(n, lambda dt, c=e.cls: c(rtol=_tol(dt)))]
     if n == "amg":
         return [(n, lambda dt, c=e.cls: c(rtol=_tol(dt)))]

@@ -94,11 +94,14 @@ def no_warnings():
 
 # ----- the judged queries ------------------------------------------------------------------------
 def solve_result(j: Judge, what: str, M, b, x, *, u: float, rtol: float | None, status,
-                 a_dtype) -> None:
+                 a_dtype, lstsq: bool = False) -> None:
     """x answers M x = b: right shape and dtype, finite, and within the backward-error bound —
     c·n·u for a direct method, the tolerance for an iterative one reporting SUCCESS (plus the
     rounding of the residual it computed), the attainable 16·√n·u componentwise for
-    ACCURACY_LIMIT — and the forward error that backward error allows."""
+    ACCURACY_LIMIT — and the forward error that backward error allows. ``lstsq``: an iterative
+    least-squares method (LSMR), accepted on ‖b − Mx‖ ≤ rtol·‖b‖ or on the normal-equation
+    residual ‖Mᴴ(b − Mx)‖ ≤ rtol·‖Mᴴb‖ (the minimum-norm least-squares solution of a singular
+    M is its answer); its forward error is then κ times larger."""
     M = np.asarray(M)
     b = np.asarray(b)
     x = np.asarray(x)
@@ -141,14 +144,23 @@ def solve_result(j: Judge, what: str, M, b, x, *, u: float, rtol: float | None, 
                             f"2·16·√n·u = {allowed:.3g}")
         else:
             tol = rtol * bn + R.backward_bound(n, u) * scale
-            if r > tol:
+            if lstsq and r > tol:
+                g = float(np.linalg.norm((Ml.conj().T @ res[:, k]).astype(np.complex128)))
+                g0 = float(np.linalg.norm((Ml.conj().T @ B[:, k]).astype(np.complex128)))
+                gtol = rtol * g0 + R.backward_bound(n, u) * anorm * scale
+                if g > gtol:
+                    j.fail(col, f"{getattr(status, 'name', status)} with ‖Aᴴ(b − Ax)‖ = {g:.6g}"
+                                f" > rtol·‖Aᴴb‖ = {rtol * g0:.6g} and ‖b − Ax‖ = {r:.6g} > "
+                                f"rtol·‖b‖ = {rtol * bn:.6g}")
+            elif r > tol:
                 j.fail(col, f"{getattr(status, 'name', status)} with ‖b − Ax‖ = {r:.6g} > "
                             f"rtol·‖b‖ = {rtol * bn:.6g} (ratio {r / (rtol * bn):.3g})")
     kappa = R.cond(M)
     if not np.isfinite(kappa):
         return                          # singular: a consistent solution is a solution
     ref = R.solve(M, B)
-    eta_allowed = R.backward_bound(n, u) + (0.0 if rtol is None else 2 * rtol)
+    eta_allowed = R.backward_bound(n, u) + (0.0 if rtol is None else
+                                            2 * rtol * (kappa if lstsq else 1.0))
     fb = R.forward_bound(kappa, eta_allowed)
     if fb is not None and ref is not None:
         for k in range(X.shape[1]):

@@ -24,7 +24,9 @@ from . import cases as C
 from . import reference as R
 from .judge import Judge, accuracy, dense_of, solve_result
 
-DIRECT_MUST_SOLVE = {"lu", "cholesky", "pardiso", "petsc-mumps", "auto"}
+DIRECT_MUST_SOLVE = {"lu", "klu", "qr", "cholesky", "pardiso", "petsc-mumps", "auto"}
+#: direct engines that must refuse a singular matrix at init
+DIRECT_REFUSE_SINGULAR = {"lu", "klu", "qr", "cholesky", "pardiso"}
 
 
 def _rng(*key):
@@ -45,6 +47,8 @@ def cache_rtol(cache, dtype):
     from solvers.internals import default_rtol  # the one shared rule, as the engines read it
 
     f = cache.factor
+    if lstsq(cache):                                   # LSMR: its own rtol; QR: direct
+        return getattr(f, "rtol", None)
     spec = getattr(f, "spec", None)
     if spec is None:
         return None
@@ -53,6 +57,14 @@ def cache_rtol(cache, dtype):
     if hasattr(f, "_run") and hasattr(spec, "rtol"):   # Krylov methods and AMG's cycles
         return default_rtol(dtype) if spec.rtol is None else spec.rtol
     return None
+
+
+def lstsq(cache) -> bool:
+    """True for an iterative least-squares cache (LSMR): its SUCCESS is judged on the
+    normal-equation residual ‖Aᴴ(b − Ax)‖ ≤ rtol·‖Aᴴb‖, the rule it documents, and its
+    accuracy is κ times that of a residual-accepted method."""
+    f = cache.factor
+    return bool(getattr(getattr(f, "alg", None), "least_squares", False)) and hasattr(f, "rtol")
 
 
 def hints(m):
@@ -76,9 +88,12 @@ def run(m, kind: str, eng, *, pullbacks: bool = True, fd: bool = False,
         return j
     rtol = cache_rtol(cache, a.dtype)
     x = _solves(j, m, cache, b, u, rtol, eng, kappa)
-    _factor_queries(j, m, kind, cache, u, rtol, eng, kappa)
+    # what the entries and gradients from this cache may lose: LSMR's accepted normal-equation
+    # residual costs one more factor κ
+    acc_rtol = rtol * max(kappa, 1.0) if rtol is not None and lstsq(cache) else rtol
+    _factor_queries(j, m, kind, cache, u, acc_rtol, eng, kappa)
     if pullbacks:
-        _pullbacks(j, m, kind, cache, b, x, u, rtol, kappa, fd)
+        _pullbacks(j, m, kind, cache, b, x, u, acc_rtol, kappa, fd)
     if updates:
         _updates(j, m, kind, cache, b, u, rtol, eng)
     return j
@@ -107,7 +122,7 @@ def _expect_init(j, m, kind, eng, err, kappa, u) -> None:
         elif m.posdef and _well_conditioned(m, kappa, u):
             j.expect("init", err is None or isinstance(err, sv.BackendNotSupported),
                      f"Cholesky refused an HPD matrix (κ = {kappa:.2g}): {err!r}")
-    if m.singular and eng.name in ("lu", "cholesky", "pardiso") and structural:
+    if m.singular and eng.name in DIRECT_REFUSE_SINGULAR and structural:
         j.expect("init", isinstance(err, (sv.SingularMatrixError, sv.NotHermitianError,
                                           sv.BackendNotSupported)),
                  f"a singular matrix must be refused at init, got {err!r}")
@@ -119,7 +134,8 @@ def _solves(j, m, cache, b, u, rtol, eng, kappa):
     must = eng.label in DIRECT_MUST_SOLVE and rtol is None and _well_conditioned(m, kappa, u)
     x, err = j.attempt("solve", cache.solve)
     if x is not None:
-        solve_result(j, "solve", a, b, x, u=u, rtol=rtol, status=cache.status, a_dtype=a.dtype)
+        solve_result(j, "solve", a, b, x, u=u, rtol=rtol, status=cache.status, a_dtype=a.dtype,
+                     lstsq=lstsq(cache))
         j.expect("solve", cache.u is x and not np.asarray(cache.u).flags.writeable,
                  "cache.u is not the (read-only) solution")
     elif must:
@@ -131,7 +147,7 @@ def _solves(j, m, cache, b, u, rtol, eng, kappa):
     X, err = j.attempt("solve(B)", lambda: cache.solve(B))
     if X is not None:
         solve_result(j, "solve(B)", a, B, X, u=u, rtol=rtol, status=cache.status,
-                     a_dtype=a.dtype)
+                     a_dtype=a.dtype, lstsq=lstsq(cache))
     elif must:
         j.fail("solve(B)", f"a direct method failed: {err!r}")
     c = _vec(rng, n, a.dtype)
@@ -139,7 +155,8 @@ def _solves(j, m, cache, b, u, rtol, eng, kappa):
                         ("solve_transpose", a.T, cache.solve_transpose)):
         y, err = j.attempt(name, lambda fn=fn: fn(c))
         if y is not None:
-            solve_result(j, name, M, c, y, u=u, rtol=rtol, status=cache.status, a_dtype=a.dtype)
+            solve_result(j, name, M, c, y, u=u, rtol=rtol, status=cache.status, a_dtype=a.dtype,
+                     lstsq=lstsq(cache))
         elif must and not isinstance(err, sv.BackendNotSupported):
             j.fail(name, f"a direct method failed: {err!r}")
     return x
@@ -411,7 +428,8 @@ def _updates(j, m, kind, cache, b, u, rtol, eng):
         x, err = j.attempt("solve after update", cache.solve)
         if x is not None:
             solve_result(j, "solve after update", a2, b, x, u=R.eps(a2.dtype),
-                         rtol=cache_rtol(cache, a2.dtype), status=cache.status, a_dtype=a2.dtype)
+                         rtol=cache_rtol(cache, a2.dtype), status=cache.status, a_dtype=a2.dtype,
+                     lstsq=lstsq(cache))
     a3 = _other_kind(m, a2, rng)
     m3 = Matrix(m.name + "/kind", a3, explicit_zeros=m.explicit_zeros)
     done, err = j.attempt("update(other dtype kind)",
@@ -422,7 +440,8 @@ def _updates(j, m, kind, cache, b, u, rtol, eng):
         x, err = j.attempt("solve after a kind-changing update", lambda: cache.solve(b3))
         if x is not None:
             solve_result(j, "solve after a kind-changing update", a3, b3, x, u=R.eps(a3.dtype),
-                         rtol=cache_rtol(cache, a3.dtype), status=cache.status, a_dtype=a3.dtype)
+                         rtol=cache_rtol(cache, a3.dtype), status=cache.status, a_dtype=a3.dtype,
+                     lstsq=lstsq(cache))
     if n == 0:
         return
     # a failed update keeps everything: the same answers after it
@@ -449,4 +468,5 @@ def _updates(j, m, kind, cache, b, u, rtol, eng):
         if x is not None:
             solve_result(j, "solve after an accepted singular update", bad, bb, x,
                          u=R.eps(bad.dtype), rtol=cache_rtol(cache, bad.dtype),
-                         status=cache.status, a_dtype=bad.dtype)
+                         status=cache.status, a_dtype=bad.dtype,
+                     lstsq=lstsq(cache))
