@@ -231,18 +231,33 @@ class _SparseQR(Factor):
         inner = np.arange(self.p) if order is None else order
         self.order = inner[_factor_columns(z0[:, 0], z1[:, 0])]   # for the next update
 
+    @staticmethod
+    def _by_column(fn, B):
+        """sparseqr's numpy2cholmoddense turns a 1×k block into k×1 (it prefers column
+        vectors): SuiteSparseQR then sees mismatched dimensions and returns NULL, which
+        reading segfaulted. A one-row block goes one column at a time."""
+        if B.shape[0] == 1 and B.shape[1] > 1:
+            return np.hstack([fn(B[:, j:j + 1]) for j in range(B.shape[1])])
+        return fn(B)
+
     def _csolve(self, system, B):
+        return self._by_column(lambda B: self._csolve1(system, B), B)
+
+    def _csolve1(self, system, B):
         spqr = self._spqr
         chB = spqr.numpy2cholmoddense(np.asfortranarray(B, dtype=self.work))
         chX = spqr.lib.SuiteSparseQR_C_solve(system, self._qr, chB, spqr.cc)
-        X = spqr.cholmoddense2numpy(chX)
         spqr.cholmod_free_dense(chB)
+        if chX == spqr.ffi.NULL:
+            raise RuntimeError(f"SuiteSparseQR_C_solve failed on a {B.shape} block "
+                               f"(A {self.shape[0]}×{self.shape[1]})")
+        X = spqr.cholmoddense2numpy(chX)
         spqr.cholmod_free_dense(chX)
         return np.asarray(X).reshape(-1, B.shape[1])
 
     def _qmult(self, method, B):
-        return np.asarray(self._spqr.qmult(self._qr, np.asfortranarray(B, dtype=self.work),
-                                           method)).reshape(-1, B.shape[1])
+        return self._by_column(lambda B: np.asarray(self._spqr.qmult(
+            self._qr, np.asfortranarray(B, dtype=self.work), method)).reshape(-1, B.shape[1]), B)
 
     def _plain(self, B):      # G⁺ B = Π F⁺ B, F⁺ = E R⁻¹ Qᴴ
         Y = self._csolve(_RETX_EQUALS_B, self._qmult(_QTX, B))

@@ -90,6 +90,17 @@ def test_near_singular_is_refused_by_the_pivot_rule_and_allowed_by_pivot_rtol_0(
     np.testing.assert_allclose(x, [2.0, 0.0], atol=1e-2)
 
 
+def test_a_matrix_storing_no_entries_is_singular_by_name():
+    """KLU's analysis refuses an empty pattern (KLU_INVALID): it was a bare RuntimeError, at
+    init and at an update to a pattern with no entries."""
+    with pytest.raises(sv.SingularMatrixError, match="stores no entries"):
+        sv.init(sv.LinearProblem(sp.csr_array((3, 3))), sv.KLU())
+    cache = sv.init(sv.LinearProblem(sp.csr_array(np.array([[3.0]]))), sv.KLU())
+    with pytest.raises(sv.SingularMatrixError, match="stores no entries"):
+        cache.update(A=sp.csr_array((1, 1)))
+    assert cache.solve(np.array([3.0])).tolist() == [1.0]
+
+
 def test_bad_options_are_refused_at_construction():
     with pytest.raises(ValueError, match="ordering"):
         sv.KLU(ordering="metis")

@@ -52,3 +52,21 @@ def test_qr_gram_solve_of_a_complex_c():
     b = np.arange(8) + 1j
     want = np.linalg.lstsq(T, b, rcond=None)[0]
     assert np.linalg.norm(cache.solve(b) - want) <= 1e-13 * np.linalg.norm(want)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 1)])
+def test_qr_blocks_of_one_row(shape):
+    """A block with one row (a 1×1 A; the adjoint's c of an m×1 A): sparseqr handed
+    SuiteSparseQR a k×1 array for it, which returned NULL and the read segfaulted."""
+    pytest.importorskip("sparseqr")
+    T = np.arange(1.0, shape[0] + 1).reshape(shape)
+    cache = sv.init(sv.LeastSquares(lo.Sparse.from_scipy(sp.csr_array(T)), np.ones(shape[0])),
+                    sv.QR())
+    P = np.linalg.pinv(T)
+    Bn = np.arange(3 * shape[0]).reshape(shape[0], 3) + 1j
+    Bh = np.array([[1.0, 2.0 + 1j, -3.0]])
+    for got, want in ((cache.solve(Bn), P @ Bn), (cache.solve_adjoint(Bh), P.T @ Bh),
+                      (cache.solve_transpose(Bh), P.T @ Bh), (cache.solve_gram(Bh),
+                                                              np.linalg.solve(T.T @ T, Bh))):
+        assert got.shape == want.shape
+        assert np.linalg.norm(got - want) <= 1e-13 * np.linalg.norm(want)
