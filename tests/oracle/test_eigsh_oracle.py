@@ -5,9 +5,10 @@ precision, n = 1) and on generated Hermitian matrices. Eigenvalues within the re
 inside the reference eigenspace of their cluster; gradients: Σ λ̄ᵢvᵢvᵢᴴ where it is defined
 (λ̄ constant on every cluster: a function of the cluster's projector), eigenvector cotangents
 of a gauge-invariant f = Σ|aᴴvᵢ|² against the dense first-order formula on well-separated
-spectra. Degenerate eigenvalue gradients (finding 1 of issue 25) and cotangents at an
-eigenvalue whose partner was not computed (finding 23) belong to another change: marked
-xfail(strict) below, so they turn into failures the day they are fixed."""
+spectra; the gradient of one of several equal eigenvalues, and a cotangent at an eigenvalue
+whose equal partner was not computed, refused by name. What the oracle found in eigsh and
+left to its owner is marked xfail(strict) below, so it turns into a failure the day it is
+fixed."""
 
 from __future__ import annotations
 
@@ -176,9 +177,6 @@ def test_eigsh_generated(case, k, where):
     j.done()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 finding 1 (eigsh, another engineer): the "
-                                       "gradient of ONE of three equal eigenvalues is not defined; "
-                                       "it must be refused by name")
 def test_gradient_of_one_degenerate_eigenvalue_is_refused():
     m = C.CORPUS["repeated-eigenvalues"]                      # eigenvalue 1 three times
     e = sv.eigsh(m.sparse(), 3, sigma=0.0)
@@ -186,10 +184,6 @@ def test_gradient_of_one_degenerate_eigenvalue_is_refused():
         ad.eigsh_pullback(e, values_bar=np.array([1.0, 0.0, 0.0]))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 25 finding 23 (eigsh, another engineer): a "
-                                       "cotangent at an eigenvalue whose equal partner was not "
-                                       "computed must be named quickly, not end in GMRES's "
-                                       "'raise maxiter'")
 def test_vector_cotangent_next_to_an_uncomputed_partner_is_named():
     m = C.CORPUS["repeated-eigenvalues"]                      # 1, 1, 1, 2, 3, 3, ...
     e = sv.eigsh(m.sparse(), 1, sigma=0.0)                   # one of the three
