@@ -19,6 +19,7 @@ import scipy.sparse as sp
 import adjoints as ad
 import linops as lo
 import solvers as sv
+from solvers.internals import default_rtol
 
 from . import cases as C
 from . import reference as R
@@ -44,8 +45,6 @@ def _vec(rng, n, dtype, k=None):
 def cache_rtol(cache, dtype):
     """The relative tolerance an iterative cache works to (its spec's, or the default for the
     precision), None for a direct one — whatever ``Auto`` chose."""
-    from solvers.internals import default_rtol  # the one shared rule, as the engines read it
-
     f = cache.factor
     if lstsq(cache):                                   # LSMR: its own rtol; QR: direct
         return getattr(f, "rtol", None)

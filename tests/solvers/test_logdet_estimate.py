@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import linops as lo
 import solvers as sv
+from tests._cases.corpus import get
 
 N, PROBES, SEEDS = 60, 16, 200
 
@@ -77,8 +79,6 @@ def test_lower_bound_is_checked():
 @pytest.mark.parametrize("form", ["dense", "sparse", "matrixfree"])
 def test_a_non_hermitian_operator_is_refused(form):
     """307.37 ± 0.09 against an exact 337.96 came back for a nonsymmetric operator."""
-    import scipy.sparse as sp
-
     rng = np.random.default_rng(3)
     a = 4 * np.eye(50) + 0.5 * np.triu(rng.standard_normal((50, 50)), 1)   # det > 0, not symmetric
     A = {"dense": a, "sparse": sp.csr_array(a),
@@ -100,8 +100,6 @@ def test_a_hermitian_matrix_free_operator_passes_the_check():
 def test_single_precision_matrix_free_defect_is_found():
     """One random pair (⟨y, Ax⟩ against ⟨Ay, x⟩) saw a 40 % asymmetry of a float32 operator
     as 0.94 % < the 1 % allowed; four vectors and the adjoint product see it."""
-    from tests._cases.corpus import get
-
     a = get("general-float32").a
     mf = lo.MatrixFree(a.shape, a.dtype, lambda X: a @ X, lambda X: a.T @ X)
     with pytest.raises(sv.NotHermitianError, match="AX − AᴴX"):

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 import adjoints as ad
 import linops as lo
 import solvers as sv
+from tests._cases.corpus import get
 
 
 def _pivoting(n: int, seed: int, dtype=np.float64) -> sp.csr_array:
@@ -140,8 +141,6 @@ def test_selected_inverse_positions_are_checked_like_lo_sample():
 def test_cholmod_holds_an_explicit_zero_stored_in_one_triangle_only():
     """CHOLMOD reads one triangle: a stored zero at (i, j) without its partner (j, i) left the
     analysed pattern, and A⁻¹ there was missing from the selected inverse."""
-    from tests._cases.corpus import get
-
     m = get("explicit-zeros-spd")
     S = m.sparse()
     P = lo.Sparse.from_scipy(S).pattern
