@@ -14,7 +14,7 @@ import linops as lo
 import solvers as sv
 from tests._cases.corpus import get
 
-N, PROBES, SEEDS = 60, 16, 200
+N, PROBES, SEEDS = 60, 8, 200
 
 
 def _rotated(cond: float, seed: int = 0):
@@ -26,9 +26,9 @@ def _rotated(cond: float, seed: int = 0):
     return lo.aslinop((a + a.T) / 2), float(np.sum(np.log(w))), float(w[0])
 
 
-def _coverage(A, exact, **kw):
+def _coverage(A, exact, seeds=SEEDS, **kw):
     covered = refused = 0
-    for seed in range(SEEDS):
+    for seed in range(seeds):
         try:
             est = sv.logdet_estimate(A, probes=PROBES, seed=seed, **kw)
         except sv.ConvergenceError as e:
@@ -48,8 +48,8 @@ def test_too_few_steps_at_cond_1e6_refuse_or_cover():
     A, exact, lam_min = _rotated(1e6)
     covered, refused = _coverage(A, exact, steps=20)
     assert covered + refused >= 0.97 * SEEDS, (covered, refused)
-    covered, refused = _coverage(A, exact, steps=20, lower_bound=lam_min)
-    assert refused == 0 and covered >= 0.93 * SEEDS, covered
+    covered, refused = _coverage(A, exact, seeds=SEEDS // 2, steps=20, lower_bound=lam_min)
+    assert refused == 0 and covered >= 0.93 * (SEEDS // 2), covered
 
 
 def test_enough_steps_cover_at_the_stated_rate_without_refusing():
