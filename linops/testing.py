@@ -553,8 +553,33 @@ def tight_binding(L: int, complex_hop: bool = False, *, seed: int = 0):
     return fam, np.random.default_rng(seed + 1).uniform(-1, 1, n)
 
 
+def _check_lift(fam, full, theta, rtol: float) -> None:
+    """AssertionError unless ``fam.rhs(θ)`` (f = 0) is −K_fd g of the reference K on all dofs:
+    the free × fixed block that ``fixed_values`` lifts (a dof-map slip on a fixed dof leaves
+    the free × free block intact and shows only here)."""
+    free = np.asarray(fam.free)
+    fixed = np.setdiff1d(np.arange(fam.n_full), free)
+    g = np.asarray(fam.fixed_values)[fixed]
+    Kfd = full[free][:, fixed]
+    want = -(Kfd @ g)
+    got = np.asarray(fam.rhs(theta))
+    bound = abs(Kfd) @ np.abs(g)
+    scale = max(float(np.max(bound, initial=0.0)), np.finfo(float).tiny)
+    dev = np.abs(got - want)
+    if dev.size and float(dev.max()) > rtol * scale:
+        i = int(np.argmax(dev))
+        raise AssertionError(
+            f"fam.rhs(θ) differs from −K_fd g of the reference: the free × fixed block that "
+            f"fixed_values lifts is wrong (a dof map that sends an entry to the wrong fixed "
+            f"dof, or a missed element touching a fixed dof): max deviation {dev[i]:.3g} "
+            f"(relative {dev[i] / scale:.3g} > rtol={rtol:g}) at free dof {i} (dof {free[i]} "
+            f"of all): fam {got[i]:.6g}, reference {want[i]:.6g}")
+
+
 def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
-    """Check a family against a reference assembly of the same problem: ``fam(θ)`` equals K.
+    """Check a family against a reference assembly of the same problem: ``fam(θ)`` equals K,
+    and for a family with ``fixed_values`` its lifted right-hand side ``fam.rhs(θ)`` equals
+    −K_fd g (K's free × fixed block times the prescribed values).
 
     Use it once when gluing a finite-element code to :class:`AffineSparse`: a wrong dof map,
     a missed element or a transposed element block (row = test function, column = trial
@@ -567,7 +592,8 @@ def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
     fam : AffineSparse
     K : scipy sparse matrix, ``lo.Sparse`` or 2-D array
         The reference matrix at ``theta``: on all n dofs (it is then restricted to
-        ``fam.free``) or on the free dofs.
+        ``fam.free``) or on the free dofs. A family that lifts ``fixed_values`` needs K on all
+        n dofs (the lift is K's free × fixed block).
     theta : array of shape (fam.n_params,), optional
         Default: all ones (the plain assembly).
     rtol : float, default 1e-12
@@ -581,9 +607,10 @@ def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
     ------
     AssertionError
         Naming the largest deviation and where it is, and saying so when ``fam(θ)`` is the
-        transpose of K.
+        transpose of K or when only the lifted right-hand side differs.
     ShapeError
-        If K fits neither the family's nor the full shape.
+        If K fits neither the family's nor the full shape, or a lifting family gets K on the
+        free dofs only.
 
     Examples
     --------
@@ -606,12 +633,19 @@ def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
     R = K.to_scipy() if hasattr(K, "to_scipy") else K
     R = sp.csr_array(R)
     n = fam.shape[0]
-    if R.shape != fam.shape:
+    lifts = fam.free is not None and fam.fixed_values is not None
+    full = None
+    if R.shape != fam.shape or (lifts and fam.shape == (fam.n_full, fam.n_full)):
         if fam.free is None or R.shape != (fam.n_full, fam.n_full):
             raise ShapeError(f"check_family: K.shape={R.shape} but the family's shape="
                              f"{fam.shape}" + (f" (or ({fam.n_full}, {fam.n_full}) on all dofs)"
                                                if fam.n_full else ""))
-        R = R[fam.free][:, fam.free]
+        full, R = R, R[fam.free][:, fam.free]
+    elif lifts:
+        raise ShapeError(
+            f"check_family: this family lifts fixed_values into its right-hand side, which "
+            f"depends on K's free × fixed block; K.shape={R.shape} holds the free dofs only, so "
+            f"that block cannot be compared. Pass K on all {fam.n_full} dofs")
     F = sp.csr_array(fam(theta).to_scipy())
     scale = max(float(abs(R).max()) if R.nnz else 0.0, np.finfo(float).tiny)
 
@@ -624,6 +658,8 @@ def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
 
     err, where = worst(F - R)
     if err <= rtol * scale:
+        if full is not None and lifts:
+            _check_lift(fam, full, theta, rtol)
         return True
     errT, _ = worst(F - R.T)
     if errT <= rtol * scale:

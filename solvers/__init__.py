@@ -22,9 +22,8 @@ LinearCache                                solve(b), solve_adjoint(c), solve_tra
                                            info (what was chosen and why), generation
 CacheStats                                 factorizations, numeric_refactorizations,
                                            symbolic_analyses, fallbacks, tuning_factorizations,
-                                           solves, adjoint_solves,
-                                           transpose_solves, iterations, times (``Stats``: its
-                                           deprecated old name)
+                                           solves, adjoint_solves, transpose_solves, columns,
+                                           iterations, times (``Stats``: its deprecated old name)
 Status                                     SUCCESS, ACCURACY_LIMIT, SINGULAR, NOT_HERMITIAN,
                                            MAX_ITERATIONS, STAGNATION, BREAKDOWN, NONFINITE,
                                            NONFINITE_INPUT (``status.ok``, ``status.message``)
@@ -81,6 +80,7 @@ NotHermitianError          Cholesky of a non-Hermitian A (hints never switch the
 NonFiniteInputError        NaN/Inf in A or a right-hand side
 ConvergenceError           an iterative method missed its tolerance (``history``, ``iterate``)
 StaleSolutionError         a Solution used after ``update`` replaced its A
+ClosedCacheError           a cache used after ``cache.close()`` released its factorization
 HintWarning                a hint that does not hold; the solve used LU instead
 BackendNotSupported        a method or dtype the arrays' backend lacks (names the alternative)
 TransposeNotSupportedError  a PETSc combination whose transposed solve is known to be wrong
@@ -123,6 +123,7 @@ from ._engines.direct import Cholesky as Cholesky
 from ._engines.direct import DiagonalSolve as DiagonalSolve
 from ._engines.direct import cholmod_available as cholmod_available
 from ._errors import BackendNotSupported as BackendNotSupported
+from ._errors import ClosedCacheError as ClosedCacheError
 from ._errors import ConvergenceError as ConvergenceError
 from ._errors import HintWarning as HintWarning
 from ._errors import NonFiniteInputError as NonFiniteInputError
@@ -180,7 +181,7 @@ __all__ = [
     # errors and warnings
     "SolveError", "SingularMatrixError", "NotPositiveDefiniteError", "NotHermitianError",
     "NonFiniteInputError", "ConvergenceError", "StaleSolutionError", "HintWarning",
-    "BackendNotSupported", "TransposeNotSupportedError",
+    "BackendNotSupported", "TransposeNotSupportedError", "ClosedCacheError",
     # log-determinants, selected inversion, eigenvalues
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
     "eigsh", "buckling", "Eigenpairs", "logdet_estimate", "LogDetEstimate",

@@ -36,8 +36,8 @@ from linops.internals import ShapeError
 
 from ._checks import backend_of_problem, finite_or_raise
 from ._contract import Prepared, prepare
-from ._errors import BackendNotSupported, HintWarning, SolveError, StaleSolutionError, \
-    warn_caller
+from ._errors import BackendNotSupported, ClosedCacheError, HintWarning, SolveError, \
+    StaleSolutionError, warn_caller
 from ._problem import LinearProblem, as_rhs
 from ._registry import entry, resolve
 from ._results import CacheStats, Status
@@ -144,6 +144,9 @@ class LinearCache:
         self.generation = 0
         self.status: Status | None = None
         self._u = None
+        self._closed = False
+        if like is not None:
+            like.require_open("init(..., like=cache)")
         previous = like.factor if like is not None and like.A.shape == prob.A.shape else None
         self.factor = self._prepare(prob, previous, keep_previous=True).factor
 
@@ -269,6 +272,7 @@ class LinearCache:
         >>> sign, round(float(np.exp(logabsdet)), 12), cache.stats.factorizations
         (1.0, 3.0, 1)
         """
+        self.require_open("logdet")
         return self._answering("logdet", lambda f: f.logdet())
 
     def _answering(self, query: str, call):
@@ -305,9 +309,24 @@ class LinearCache:
         return call(self.factor)
 
     def close(self) -> None:
-        """Release the factorization's external resources now (PARDISO, PETSc); the cache
-        cannot solve afterwards. Dropping the cache does the same."""
+        """Release the factorization's external resources now (PARDISO, PETSc); idempotent.
+        Afterwards every solve, ``update``, ``logdet``, selected inversion and
+        ``init(..., like=cache)`` raises :class:`ClosedCacheError` (the released objects would
+        crash the process). Dropping the cache does the same without the need to call it."""
         self.factor.close()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    def require_open(self, what: str) -> None:
+        """ClosedCacheError naming ``what`` when the cache was closed."""
+        if self._closed:
+            raise ClosedCacheError(
+                f"{what}: this cache was closed (cache.close() released its {self.kind} "
+                f"factorization); build a new one with sv.init(sv.LinearProblem(A), alg)")
 
     # ----- solves ---------------------------------------------------------------------------------
     def solve(self, b=None):
@@ -410,6 +429,7 @@ class LinearCache:
         >>> bool(np.allclose(cache.solve_gram(np.ones(2)), np.linalg.solve(A.T @ A, np.ones(2))))
         True
         """
+        self.require_open("solve_gram")
         fn = getattr(self.factor, "gram_solve", None)
         if fn is None or not getattr(self.factor, "column_rank", False):
             raise BackendNotSupported(f"solve_gram needs the R of a QR factorization of an A with "
@@ -442,6 +462,7 @@ class LinearCache:
         return self._run(c, "T", "c")
 
     def _run(self, b, trans: str, name: str):
+        self.require_open({"N": "solve", "H": "solve_adjoint", "T": "solve_transpose"}[trans])
         m, n = self.A.shape  # least squares: b has m rows, c (adjoint, transpose) n
         b = as_rhs(self.A, b, name, rows=None if m == n or trans == "N" else n)
         if self.check_finite:
@@ -465,6 +486,7 @@ class LinearCache:
         self.status = self.factor.last_status or Status.SUCCESS
         attr = {"N": "solves", "H": "adjoint_solves", "T": "transpose_solves"}[trans]
         setattr(self.stats, attr, getattr(self.stats, attr) + 1)
+        self.stats.columns += int(B.shape[1]) if B.shape[0] else 0
         if np.dtype(X.dtype) != dtype:
             X = X.astype(dtype)
         return X[:, 0] if b.ndim == 1 else X
@@ -537,6 +559,7 @@ class LinearCache:
         >>> s.factorizations, s.numeric_refactorizations, cache.generation
         (1, 1, 1)
         """
+        self.require_open("update")
         prob = self.prob
         if A is not None:
             A = lo.aslinop(A)

@@ -206,6 +206,49 @@ def require_hermitian(A: lo.LinearOperator, who: str) -> None:
             f"sv.LU() or sv.GMRES(). The hints hermitian=/posdef= never switch this check off")
 
 
+def require_hermitian_operator(A: lo.LinearOperator, who: str, seed: int = 0) -> None:
+    """NotHermitianError unless A is Hermitian: :func:`require_hermitian` (the largest defect
+    and its position, O(nnz)) for an operator that stores its entries (dense, sparse, PETSc);
+    for any other (matrix-free, sums, products, diagonal) a randomized test on four random
+    vectors X (one product with A, one with Aᴴ where the operator has it): ‖AX − AᴴX‖ and the
+    asymmetry of XᴴAX (the bilinear form), each against the precision's Hermitian tolerance.
+    One random pair alone misses a defect of 40 % in single precision (measured)."""
+    from linops.internals import structure
+
+    if structure(A) in ("dense", "sparse", "petsc"):
+        require_hermitian(A, who)
+        return
+    n = A.shape[0]
+    if n == 0:
+        return
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4))
+    if np.dtype(A.dtype).kind == "c":
+        X = X + 1j * rng.standard_normal((n, 4))
+    X = X.astype(np.result_type(A.dtype, X.dtype))
+    AX = np.asarray(to_numpy(A @ X))
+    tol = hermitian_tol(A.dtype)
+    scale = max(float(np.linalg.norm(AX)), 1e-300)
+    try:
+        AHX = np.asarray(to_numpy(A.H @ X))
+    except NotImplementedError:   # a MatrixFree without its adjoint: the bilinear test alone
+        AHX = None
+    if AHX is not None:
+        defect = float(np.linalg.norm(AX - AHX))
+        if defect > 10 * tol * scale:
+            raise NotHermitianError(
+                f"{who} needs a Hermitian operator, but ‖AX − AᴴX‖/‖AX‖ = {defect / scale:.2g} "
+                f"for random X (allowed {10 * tol:.0e})")
+    W = X.conj().T @ AX
+    defect = float(np.linalg.norm(W - W.conj().T))
+    bound = 100 * tol * scale * float(np.linalg.norm(X))
+    if defect > bound:
+        raise NotHermitianError(
+            f"{who} needs a Hermitian operator, but the form ⟨x, Ay⟩ of random x, y is not "
+            f"conjugate-symmetric: ‖XᴴAX − (XᴴAX)ᴴ‖ = {defect:.3g} against ‖AX‖‖X‖ = "
+            f"{scale * float(np.linalg.norm(X)):.3g} (allowed {100 * tol:.0e} relative)")
+
+
 def hint_text(prob) -> str:
     """The hints as the user gave them (``posdef=True`` alone, not the ``hermitian=True`` it
     implies), for messages."""

@@ -176,6 +176,16 @@ class EmptyFactor(Factor):
     def logdet(self):
         return LogDet(1.0, 0.0)  # det of the 0×0 matrix
 
+    def selected_inverse(self, shape):
+        """The (empty) inverse of the 0×0 matrix, exactly: every engine answers n = 0."""
+        from ._results import SelectedInverse
+
+        z = np.zeros(0, np.int64)
+        one = np.zeros(1, np.int64)
+        dt = np.dtype(self.dtype)
+        return SelectedInverse("empty", shape, dt, (one, one, z, one, z), np.zeros(0, dt),
+                               np.zeros(1, dt), False, z, z)
+
 
 class Algorithm(abc.ABC):
     """An algorithm: frozen options plus a setup that returns a :class:`Factor`.

@@ -11,7 +11,8 @@ Every failure of a solve is one :class:`Status` and one exception class::
         ├── NonFiniteInputError          Status.NONFINITE_INPUT   (also a ValueError)
         └── ConvergenceError             Status.MAX_ITERATIONS / STAGNATION / BREAKDOWN / ...
     RuntimeError
-    └── StaleSolutionError               a solution used after ``update`` replaced its A
+    ├── StaleSolutionError               a solution used after ``update`` replaced its A
+    └── ClosedCacheError                 a cache used after ``close()`` released it
     UserWarning
     └── HintWarning                      a ``hermitian=``/``posdef=`` hint that does not hold
     BackendNotSupported                  (linops') a capability or dtype a backend lacks
@@ -225,6 +226,27 @@ class StaleSolutionError(RuntimeError):
     Traceback (most recent call last):
     ...
     solvers._errors.StaleSolutionError: this solution was computed for an earlier A ...
+    """
+
+
+class ClosedCacheError(RuntimeError):
+    """A cache (or a factorization) is used after ``cache.close()`` released it.
+
+    ``close`` frees the factorization's external resources now (PARDISO memory, PETSc objects:
+    using them afterwards would crash the process), so every later solve, ``update``, query
+    (``logdet``, selected inversion) and ``init(..., like=cache)`` raises this instead. Build a
+    new cache with ``sv.init``. Not a :class:`SolveError`: a misuse, raised whatever ``throw``
+    says.
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> cache = sv.init(sv.LinearProblem(np.array([[4.0, 1.0], [2.0, 3.0]])))
+    >>> cache.close()
+    >>> cache.update(A=np.eye(2))
+    Traceback (most recent call last):
+    ...
+    solvers._errors.ClosedCacheError: update: this cache was closed (cache.close() released its ...
     """
 
 

@@ -218,4 +218,5 @@ def selected_inverse(cache) -> SelectedInverse:
     >>> (S.diagonal() * 3).round(12).tolist()             # A⁻¹ = [[2, -1], [-1, 2]] / 3
     [2.0, 2.0]
     """
+    cache.require_open("selected_inverse")
     return cache._answering("selected_inverse", lambda f: f.selected_inverse(cache.A.shape))

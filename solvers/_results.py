@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from linops.internals import ShapeError
+
 from ._factors import selinv_kernels as K
 
 class Status(enum.Enum):
@@ -119,6 +121,12 @@ class CacheStats:
     solves, adjoint_solves, transpose_solves : int
         Successful calls of ``solve``, ``solve_adjoint``, ``solve_transpose`` (a call with
         k right-hand sides counts once).
+    columns : int
+        Right-hand sides (columns) those calls solved, every mode together: a call with k
+        columns adds k. Solves nobody called by name count here too: the columns that
+        ``lo.sample``/``lo.diagonal``/``lo.project`` of ``sv.inverse(cache)`` solve for
+        (positions outside the selected inverse, or a cache without one), the block solves of
+        the pullbacks.
     iterations : int
         Krylov (or AMG cycle) iterations over all solves, failed ones and acceptance checks
         included; 0 for direct methods.
@@ -143,6 +151,7 @@ class CacheStats:
     solves: int = 0
     adjoint_solves: int = 0
     transpose_solves: int = 0
+    columns: int = 0
     iterations: int = 0
     setup_seconds: float = 0.0
     solve_seconds: float = 0.0
@@ -275,10 +284,11 @@ class SelectedInverse:
         """(values, found): A⁻¹[rows[k], cols[k]] where the filled pattern holds it.
 
         ``found[k]`` is False (and ``values[k]`` 0) outside the pattern; every position of A's
-        pattern, of its transpose and of the diagonal is found. O(log nnz) per position.
+        pattern (its explicit zeros included), of its transpose and of the diagonal is found,
+        whatever rows the factorization exchanged. O(log nnz) per position. Positions must be
+        integers in [0, n), as for ``lo.sample`` (no negative indices): ShapeError otherwise.
         """
-        rows = np.asarray(rows, dtype=np.int64)
-        cols = np.asarray(cols, dtype=np.int64)
+        rows, cols = self._positions(rows, cols)
         out = np.zeros(rows.shape[0], dtype=self._XL.dtype)
         found = np.zeros(rows.shape[0], dtype=np.bool_)
         sup, rp, rw, xp, c2s = self._layout
@@ -286,9 +296,28 @@ class SelectedInverse:
                  self._hermitian, out, found)
         return out, found
 
+    def _positions(self, rows, cols):
+        """rows, cols as int64 arrays, checked as ``lo.sample`` checks them."""
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        if rows.shape != cols.shape or rows.ndim != 1:
+            raise ShapeError(f"SelectedInverse: rows and cols must be 1-D of equal length, got "
+                             f"rows.shape={rows.shape} and cols.shape={cols.shape}")
+        n = self.shape[0]
+        for name, ix in (("rows", rows), ("cols", cols)):
+            if ix.size == 0:
+                continue
+            if not np.issubdtype(ix.dtype, np.integer):
+                raise ShapeError(f"SelectedInverse: {name} must be integers, got dtype={ix.dtype}")
+            lo_, hi = int(ix.min()), int(ix.max())
+            if lo_ < 0 or hi >= n:
+                raise ShapeError(f"SelectedInverse: {name} out of range [0, {n}) for shape="
+                                 f"{self.shape}: min={lo_}, max={hi}")
+        return rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False)
+
     def sample(self, rows, cols):
         """A⁻¹[rows[k], cols[k]] as a 1-D array; ValueError naming a position outside the
-        filled pattern (``lo.sample`` of the lazy inverse solves for those instead)."""
+        filled pattern (``lo.sample`` of the lazy inverse solves for those instead), ShapeError
+        for positions outside [0, n) (as ``lo.sample``)."""
         out, found = self.lookup(rows, cols)
         if not found.all():
             k = int(np.flatnonzero(~found)[0])
@@ -351,25 +380,35 @@ class Eigenpairs:
 @dataclass(frozen=True)
 class LogDetEstimate:
     """A Monte-Carlo estimate of log det A (Hermitian positive definite A), from
-    :func:`logdet_estimate`.
+    :func:`logdet_estimate`, with an error bar that includes the quadrature error.
 
     Attributes
     ----------
     value : float
-        The estimate of log det A (mean over the probes).
+        The estimate of log det A (mean over the probes of the middle of each probe's
+        Gauss / Gauss–Radau bracket).
     stderr : float
-        Its standard error (sample standard deviation / √probes): a 95 % interval is about
-        value ± 2·stderr. Excludes the quadrature error (see ``quadrature_change``).
+        The error bar: √(mc_stderr² + bias_bound²). value ± 2·stderr is about a 95 % interval
+        (the bias is bounded, not random; the Monte-Carlo error of the mean of p probes follows
+        Student's t: ±2 covers 94.6 % at p = 32, 93.6 % at p = 16; :meth:`interval` is exact
+        to that).
     samples : ndarray (probes,)
-        The per-probe estimates.
+        The per-probe estimates (the middles of the brackets).
     probes : ndarray (n, probes)
         The Rademacher vectors used (``adjoints.logdet_estimate_pullback`` reuses them).
     steps : int
         Lanczos steps per probe.
     quadrature_change : float
-        max over probes of |quadrature(steps) − quadrature(steps − 1)|: small against
-        ``stderr`` means the steps suffice.
+        max over probes of |quadrature(steps) − quadrature(steps − 1)|: a diagnostic only
+        (small does NOT mean converged on an ill-conditioned A; ``bias_bound`` is the bound).
     A : lo.LinearOperator
+    mc_stderr : float
+        The Monte-Carlo standard error alone (sample standard deviation / √probes).
+    bias_bound : float
+        The bound of the quadrature error of ``value`` (mean half-width of the brackets, plus
+        the rounding of the quadratures).
+    lower_bound : float
+        The node a ≤ λ_min(A) of the Gauss–Radau rules (given, or resolved by Lanczos).
 
     Examples
     --------
@@ -388,7 +427,30 @@ class LogDetEstimate:
     steps: int
     quadrature_change: float
     A: Any
+    mc_stderr: float = float("nan")
+    bias_bound: float = float("nan")
+    lower_bound: float = float("nan")
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """(low, high) covering log det A with probability about ``level``: value ∓ (t·mc_stderr
+        + bias_bound), t the quantile of Student's t with probes − 1 degrees of freedom (the
+        mean of few probes), the bias bound added in full.
+
+        >>> import numpy as np, solvers as sv
+        >>> est = sv.logdet_estimate(np.diag(np.linspace(1.0, 2.0, 50)), probes=16)
+        >>> low, high = est.interval(0.99)
+        >>> bool(low < float(np.sum(np.log(np.linspace(1.0, 2.0, 50)))) < high)
+        True
+        """
+        from scipy.stats import t as student  # scipy.stats: slow to import, rarely needed
+
+        if not 0 < level < 1:
+            raise ValueError(f"level must be in (0, 1), got {level!r}")
+        q = float(student.ppf(0.5 + level / 2, self.samples.size - 1))
+        half = q * self.mc_stderr + self.bias_bound
+        return self.value - half, self.value + half
 
     def __repr__(self) -> str:
-        return (f"LogDetEstimate(value={self.value:.6g} ± {self.stderr:.2g} (1 s.e.), "
+        return (f"LogDetEstimate(value={self.value:.6g} ± {self.stderr:.2g} (1 s.e.: Monte Carlo "
+                f"{self.mc_stderr:.2g}, quadrature ≤ {self.bias_bound:.2g}), "
                 f"probes={self.samples.size}, steps={self.steps}; an estimate, not exact)")

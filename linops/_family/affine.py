@@ -186,7 +186,8 @@ class AffineSparse:
             One element matrix shared by all elements, or one per element (row = test,
             column = trial, as above).
         dofs : integer array of shape (ne, k)
-            Global dof numbers in [0, n) of each element's k local dofs, in Ke's order.
+            Global dof numbers in [0, n) of each element's k local dofs, in Ke's order
+            (k = 0 is allowed: elements without dofs contribute nothing).
         n : int
             The number of dofs before elimination.
         fixed : array_like of int, or boolean mask of length n, optional
@@ -212,7 +213,8 @@ class AffineSparse:
             dof is outside [0, n), fixed_values does not match ``fixed``, or the offset's
             shape is neither (n_free, n_free) nor (n, n).
         ValueError
-            If ``fixed_values`` is given without ``fixed``, or gives one dof two values.
+            If ``fixed_values`` is given without ``fixed``, gives one dof two values, or
+            holds NaN/Inf at a fixed dof.
 
         Notes
         -----

@@ -226,7 +226,7 @@ def _element_map(Ke, order, ds, pattern: Pattern, n_params: int) -> Sparse:
     coef = np.empty(N, dtype=Ke.dtype)
     pit = pattern.indices.dtype
     search = _slot_search(pattern)
-    step = max(1, _CHUNK // kk)
+    step = max(1, _CHUNK // max(kk, 1))              # k = 0: elements without dofs
     nb = min(step, ne)
     found = np.empty(nb * kk, dtype=pit)
     mask = np.empty(nb * kk, dtype=bool)

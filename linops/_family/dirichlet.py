@@ -72,6 +72,7 @@ class Dirichlet:
             fv = np.asarray(fixed_values)
             if fv.dtype.kind not in "biufc":
                 raise ShapeError(f"fixed_values must be numbers, got dtype={fv.dtype}")
+            _check_finite_values(fv, fixed_idx, n)
             g = np.zeros(n, dtype=np.result_type(fv.dtype, np.float64))
             if fv.ndim == 0:
                 g[fixed_idx] = fv
@@ -124,3 +125,22 @@ class Dirichlet:
             fixed = np.flatnonzero(~self.is_free)
             lift0 = seal(np.asarray(rows[:, fixed] @ self.g[fixed]))
         return Sparse.from_scipy(rows[:, self.free]), lift0
+
+
+def _check_finite_values(fv, fixed_idx, n: int) -> None:
+    """ValueError naming the first NaN/Inf among the values that are read: the scalar, the
+    per-entry values, or a length-n vector at the fixed dofs (its free entries are ignored)."""
+    if fv.ndim == 0:
+        read, dofs = fv.reshape(1), None
+    elif fv.shape == (fixed_idx.size,):
+        read, dofs = fv, fixed_idx
+    elif fv.shape == (n,):
+        read, dofs = fv[fixed_idx], fixed_idx
+    else:
+        return  # the shape error follows
+    bad = ~np.isfinite(read)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        where = "(the scalar)" if dofs is None else f"at fixed dof {int(dofs[k])}"
+        raise ValueError(f"fixed_values must be finite, got {read[k]} {where} "
+                         f"({int(bad.sum())} non-finite of the {read.size} values read)")

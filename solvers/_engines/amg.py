@@ -20,6 +20,8 @@ from linops.internals import ShapeError, snapshot, to_numpy
 
 from .._checks import split_complex
 from .._contract import Algorithm
+from .._errors import ConvergenceError
+from .._results import Status
 from .krylov import IterativeFactor, check_spec
 from .precond import Preconditioner, sparse_only
 from .._registry import Case, register, register_preconditioner
@@ -144,6 +146,7 @@ class AMG(Algorithm):
         adjoint solves need no second hierarchy; ``be``: the arrays' backend)."""
         be.require("amg", "AMG (pyamg)")
         sparse_only(A, "AMG")
+        _require_diagonal(A)
         B = self.near_nullspace
         if B is not None and (B.ndim != 2 or B.shape[0] != A.shape[0]):
             raise ShapeError(f"near_nullspace must have shape (n, k) with n={A.shape[0]}, got "
@@ -157,6 +160,24 @@ class AMG(Algorithm):
 
 
 REUSE = ("aggregation", "hierarchy", "none")
+
+
+def _require_diagonal(A: lo.Sparse) -> None:
+    """ConvergenceError (BREAKDOWN) naming the first zero on A's diagonal: pyamg's smoothers
+    divide by it (its cycles returned NaN, and scipy's bare ValueError surfaced, or a
+    ZeroDivisionError at setup). O(nnz)."""
+    P = A.pattern
+    rows, cols = np.asarray(P.rows), np.asarray(P.indices)
+    d = np.zeros(A.shape[0], dtype=np.result_type(A.dtype, np.float64))
+    on = rows == cols
+    d[rows[on]] = to_numpy(A.values)[on]
+    zero = np.flatnonzero(d == 0)
+    if zero.size:
+        raise ConvergenceError(
+            f"AMG needs a nonzero diagonal (its smoothers divide by it), but A[{zero[0]}, "
+            f"{zero[0]}] = 0 ({zero.size} zero diagonal entries): use sv.GMRES(precond="
+            f"sv.ILU()) or a direct solver (sv.LU()); {Status.BREAKDOWN.message}", [],
+            status=Status.BREAKDOWN)
 
 
 def _pyamg_hierarchy(spec: AMG, S, aggregates=None):
@@ -173,7 +194,7 @@ def _pyamg_hierarchy(spec: AMG, S, aggregates=None):
         opts.setdefault("B", B)
         opts.setdefault("BH", B.conj())
     user_keep = bool(opts.pop("keep", False))
-    if aggregates is not None:
+    if aggregates:  # a one-level hierarchy has no aggregation to keep: a plain setup
         opts.update(aggregate=[("predefined", {"AggOp": agg}) for agg in aggregates],
                     max_levels=len(aggregates) + 1)
     keep = user_keep or spec.reuse != "none"
@@ -194,7 +215,7 @@ class _AMGPrecond(Preconditioner):
                  aggregates=None, adjoint_aggregates=None, reuse=None):
         self.spec, self.A, self.hermitian, self.be = spec, A, hermitian, be
         self.reuse = reuse
-        self.analyses = int(ml is None and aggregates is None)
+        self.analyses = int(ml is None and not aggregates)
         self.ml = ml if ml is not None else _pyamg_hierarchy(spec, be.csr(A.values, A.pattern),
                                                              aggregates)
         self._cycle = self.ml.aspreconditioner(cycle="V")
@@ -316,10 +337,11 @@ class AMGReuse:
 
     def update(self, M: _AMGPrecond, A: lo.Sparse, spec: AMG, hermitian, be) -> _AMGPrecond:
         """The preconditioner for the new A under the reuse policy; counts what it did."""
+        _require_diagonal(A)        # every path: a kept or rebuilt hierarchy smooths with A's
         cur = max(self.steps[-1], default=None)
         action = self.decide(spec)
-        if action == "numeric" and M.aggregates is None:
-            action = "build"  # Ruge–Stüben: no predefined splitting
+        if action == "numeric" and not M.aggregates:
+            action = "build"  # Ruge–Stüben (no predefined splitting), or one level (nothing kept)
         if action == "keep":
             new = M.refreshed(A)
         elif action == "numeric":
@@ -371,12 +393,20 @@ class AMGSolveFactor(IterativeFactor):
     def _spawn(self, A):
         return AMGSolveFactor(self.spec, A, self.prob)
 
-    def _run(self, op, trans, b, x0, rtol, history):
+    def _run(self, op, trans, b, x0, rtol, history, atol):
+        # pyamg's cycles stop on rtol alone; an atol-bound tolerance is judged by the verdict
         M = self.M if trans == "N" else self.M.adjoint()
         res: list[float] = []
         bh = to_numpy(b)
-        x = M.ml.solve(bh, x0=None if x0 is None else to_numpy(x0), tol=rtol,
-                       maxiter=self.spec.maxiter, accel=self.spec.accel, residuals=res)
+        try:
+            x = M.ml.solve(bh, x0=None if x0 is None else to_numpy(x0), tol=rtol,
+                           maxiter=self.spec.maxiter, accel=self.spec.accel, residuals=res)
+        except (ValueError, ZeroDivisionError, FloatingPointError) as e:  # NaN/Inf in a cycle
+            if isinstance(e, ValueError) and "inf" not in str(e).lower():
+                raise
+            raise ConvergenceError(f"AMG: its cycle produced NaN/Inf ({e}); "
+                                   f"{Status.NONFINITE.message}", history, None,
+                                   Status.NONFINITE) from None
         bn = float(np.linalg.norm(bh))
         history.extend(float(r) / bn for r in res)
         self.iterations += max(len(res) - 1, 0)  # res[0] is the initial residual, not a cycle

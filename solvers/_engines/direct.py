@@ -238,6 +238,7 @@ class SparseLUFactor(Factor):
     def __init__(self, A: lo.Sparse, be, pivot_rtol, order=None, symmetric: bool = False):
         self.be, self.pivot_rtol = be, pivot_rtol
         self.dtype = precision(A.dtype)
+        self.pattern = A.pattern  # A's (explicit zeros included): selected inversion holds it
         csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype, copy=False)
         self.fallbacks = 0
         self._factorize(csc, order, symmetric)
@@ -531,7 +532,8 @@ class CholmodFactor(Factor):
         self.be, self.pivot_rtol = be, pivot_rtol
         self.out_dtype = precision(A.dtype)
         self.dtype = np.result_type(self.out_dtype, np.float64)  # CHOLMOD: double precision
-        csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype, copy=False)
+        csc = _symmetric_pattern(be.csr(A.values, A.pattern)).tocsc().astype(self.dtype,
+                                                                          copy=False)
         if symbolic is None:
             # Debian's SuiteSparse 5.12 refuses complex Hermitian positive definite matrices in
             # its simplicial row factorization ("not positive definite" on a matrix with
@@ -608,6 +610,26 @@ def cholmod_pivots(factor) -> np.ndarray:
     raw = _carray(st.x, count * (2 if cplx else 1), np.float64)
     d = (raw[2 * pos] if cplx else raw[pos]).copy()      # real part: the diagonal is real
     return d * d if st.is_ll else d
+
+
+def _symmetric_pattern(S):
+    """S with its pattern closed under transposition (the added positions hold explicit
+    zeros; a Hermitian S is ~0 there anyway). CHOLMOD reads one triangle: a stored entry (i, j)
+    whose partner (j, i) is not stored — an explicit zero of a family at θₑ = 0, say — would
+    otherwise leave the analysed pattern, and the selected inverse would miss A⁻¹ there.
+    O(nnz); S itself when its pattern is symmetric already."""
+    T = S.T.tocsr()
+    T.sort_indices()
+    S = S.tocsr()
+    S.sort_indices()
+    if S.nnz == T.nnz and np.array_equal(S.indptr, T.indptr) and np.array_equal(S.indices,
+                                                                                  T.indices):
+        return S
+    C = S.tocoo()
+    rows = np.concatenate([C.row, C.col])
+    cols = np.concatenate([C.col, C.row])
+    vals = np.concatenate([C.data, np.zeros(C.nnz, dtype=C.data.dtype)])
+    return sp.csr_matrix((vals, (rows, cols)), shape=S.shape)   # duplicates summed, zeros kept
 
 
 def cholmod_available() -> bool:

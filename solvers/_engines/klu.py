@@ -88,6 +88,8 @@ class _Symbolic:
             raise BackendNotSupported(
                 f"KLU here takes 32-bit indices: n={n}, nnz={pattern.nnz} is too large; use "
                 f"sv.LU() (SuperLU) or sv.Pardiso()")
+        if n and pattern.nnz == 0:       # klu_analyze: KLU_INVALID
+            raise SingularMatrixError(f"KLU: A ({n}×{n}) stores no entries: it is singular")
         ptr = np.ascontiguousarray(pattern.indptr, dtype=np.int32)
         ind = np.ascontiguousarray(pattern.indices, dtype=np.int32)
         self.pattern = pattern

@@ -8,8 +8,8 @@ What a returned iterate means
    estimate).
 2. The TRUE residual r = ‖b − A x‖ is computed once (one product with A).
 3. If r > tol = max(rtol·‖b‖, atol) although the method claimed convergence, it is restarted from
-   x with a tighter internal tolerance, at most ``RESTARTS`` times and only while each restart
-   at least halves r (otherwise it has stagnated).
+   x with its internal tolerances (rtol and atol) scaled by the measured gap tol / r, at most
+   ``RESTARTS`` times and only while each restart lowers r (otherwise it has stagnated).
 4. ``solvers._acceptance.verdict`` decides: ``SUCCESS`` at r ≤ tol (no slack); ``ACCURACY_LIMIT``
    only when every equation holds to the rounding level (componentwise backward error
    ≤ 16·√n·eps) AND one more run from x does not halve r (a method that merely ran out of
@@ -336,11 +336,11 @@ class IterativeFactor(Factor):
         statuses: list[Status] = []
         failures: list[ConvergenceError] = []
 
-        def run(R):
+        def run(R, share):
             cols = []
             for j in range(R.shape[1]):
                 try:
-                    cols.append(self._solve_one(R[:, j], trans, statuses))
+                    cols.append(self._solve_one(R[:, j], trans, statuses, share[j]))
                 except ConvergenceError as e:  # finish the other columns: the iterate is whole
                     failures.append(e)
                     cols.append(e.iterate if e.iterate is not None
@@ -357,7 +357,10 @@ class IterativeFactor(Factor):
                             else Status.SUCCESS)
         return X
 
-    def _solve_one(self, b, trans, statuses):
+    def _solve_one(self, b, trans, statuses, share: float = 1.0):
+        """One column. ``share``: ‖b‖ / ‖the column it is a part of‖ when b is the real or
+        imaginary part of a complex column (a real method): the part gets that share of atol,
+        so that the two residuals together meet max(rtol‖column‖, atol)."""
         xp = self.be.xp
         spec = self.spec
         bnorm = float(xp.linalg.norm(b))
@@ -365,7 +368,8 @@ class IterativeFactor(Factor):
             statuses.append(Status.SUCCESS)
             return xp.zeros_like(b)
         rtol = default_rtol(self.dtype) if spec.rtol is None else spec.rtol
-        tol = max(rtol * bnorm, spec.atol)
+        atol = spec.atol * share
+        tol = max(rtol * bnorm, atol)
         # the operator of the residual checks (Aᴴ for adjoint solves, applied without forming
         # a transposed pattern) and the one the method runs on: a method that needs a Hermitian
         # A runs on A itself, and the residual with the true Aᴴ catches an A that is not
@@ -375,23 +379,28 @@ class IterativeFactor(Factor):
         if x0 is not None:
             x0 = self.be.xp.asarray(x0)
         history: list[float] = []
-        inner = rtol
+        inner, inner_atol = rtol, atol
         best = None  # (r, x, Ax, outcome) of the best iterate so far
         for _ in range(1 + RESTARTS):
             x, outcome = self._run(run_op, trans, b, x0 if best is None else best[1], inner,
-                                   history)
+                                   history, inner_atol)
             Ax = op @ x
             r = float(xp.linalg.norm(b - Ax))
             if not np.isfinite(r):
                 break
-            improved = best is None or r <= 0.5 * best[0]
-            if best is None or r < best[0]:
+            improved = best is None or r < best[0]
+            if improved:
                 best = (r, x, Ax, outcome)
             # restart only when the method claimed a convergence that the true residual denies
-            # and the previous restart helped
+            # (its own norm — preconditioned, recursively updated — met ITS test) and the
+            # previous restart helped at all: from the iterate, with both of its tolerances
+            # scaled by the measured gap (an atol-bound test needs its atol scaled: a tighter
+            # rtol alone changes nothing)
             if best[0] <= tol or outcome != "converged" or not improved:
                 break
-            inner = max(inner * 0.5 * tol / best[0], eps(self.dtype))  # ask for what is missing
+            shrink = 0.5 * tol / best[0]
+            inner = max(inner * shrink, eps(self.dtype))           # ask for what is missing
+            inner_atol = inner_atol * shrink
         name = type(spec).__name__
         if best is None:
             self.history = history + [math.inf]
@@ -405,7 +414,7 @@ class IterativeFactor(Factor):
         again = []
 
         def rerun():  # one more run from x: does it still make progress?
-            x2, _ = self._run(run_op, trans, b, x, rtol, [])
+            x2, _ = self._run(run_op, trans, b, x, rtol, [], atol)
             again.append(x2)
             return (float(xp.linalg.norm(b - op @ x2)), float(xp.linalg.norm(x2 - x)),
                     float(xp.linalg.norm(x)))
@@ -416,7 +425,7 @@ class IterativeFactor(Factor):
             return again[0] if rerun_won else x
         raise ConvergenceError(
             f"{name} stopped with relative residual {r / bnorm:.3g} > rtol={rtol:g} "
-            f"(atol={spec.atol:g}; backward error {omega():.2g}, attainable in this precision "
+            f"(atol={atol:g}; backward error {omega():.2g}, attainable in this precision "
             f"≈ {limit:.2g}); {status.message}", self.history, x, status)
 
     def _backward_error(self, trans, b, x, Ax) -> float:
@@ -429,22 +438,27 @@ class IterativeFactor(Factor):
             return r / (float(xp.linalg.norm(Ax)) + float(xp.linalg.norm(b)))
         return backward_error(to_numpy(xp.abs(b - Ax)), to_numpy(absAx + xp.abs(b)))
 
-    def _run(self, op, trans, b, x0, rtol, history):  # pragma: no cover - abstract
+    def _run(self, op, trans, b, x0, rtol, history, atol):  # pragma: no cover - abstract
         raise NotImplementedError
 
 
 def _split_complex_iterates(run, B, dtype, be):
-    """``run(B)`` for a real method and a possibly complex B (real and imaginary parts apart),
-    keeping the iterate of both parts when one fails."""
+    """``run(B, share)`` for a real method and a possibly complex B (real and imaginary parts
+    apart), keeping the iterate of both parts when one fails. ``share[j]`` is the part's norm
+    over its column's: each part gets that share of atol, so that the complex residual meets
+    max(rtol‖b‖, atol) (each part meeting atol alone left up to √2·atol)."""
     if np.dtype(B.dtype).kind != "c" or precision(dtype).kind == "c":
-        return run(B)
+        return run(B, [1.0] * B.shape[1])
     xp = be.xp
+    norms = np.asarray(to_numpy(xp.linalg.norm(B, axis=0)), dtype=np.float64)
     parts, errors = [], []
     for part in (xp.real(B), xp.imag(B)):
         if isinstance(B, np.ndarray):
             part = np.ascontiguousarray(part)
+        pn = np.asarray(to_numpy(xp.linalg.norm(part, axis=0)), dtype=np.float64)
+        share = [float(p / t) if t > 0 else 1.0 for p, t in zip(pn, norms)]
         try:
-            parts.append(run(part))
+            parts.append(run(part, share))
         except ConvergenceError as e:
             errors.append(e)
             parts.append(e.iterate if e.iterate is not None else xp.full(part.shape, np.nan))
@@ -491,7 +505,7 @@ class KrylovFactor(IterativeFactor):
     def _spawn(self, A):
         return KrylovFactor(self.spec, A, self.prob)
 
-    def _run(self, op, trans, b, x0, rtol, history):
+    def _run(self, op, trans, b, x0, rtol, history, atol):
         """One run of the backend's Krylov method; outcome 'converged' | 'maxiter' | 'breakdown'."""
         spec = self.spec
         n = op.shape[0]
@@ -507,9 +521,13 @@ class KrylovFactor(IterativeFactor):
         restart = min(getattr(spec, "restart", n), n, maxiter)
         try:
             x, info, its = run_krylov(self.be, spec.method, op, b, x0=x0, rtol=rtol,
-                                      atol=spec.atol, M=M, restart=restart, maxiter=maxiter,
+                                      atol=atol, M=M, restart=restart, maxiter=maxiter,
                                       history=history)
         except ValueError as e:  # scipy's MINRES refuses an indefinite preconditioner
+            if "infs or NaNs" in str(e):   # scipy's GMRES on a NaN of the operator or the
+                raise ConvergenceError(     # preconditioner (its least-squares step)
+                    f"{type(spec).__name__}: the iteration produced NaN/Inf ({e}); "
+                    f"{Status.NONFINITE.message}", history, None, Status.NONFINITE) from None
             if "indefinite" not in str(e):
                 raise
             raise ConvergenceError(

@@ -58,6 +58,14 @@ def _as_host(B, dtype):
     return np.asfortranarray(np.asarray(to_numpy(B), dtype=dtype))
 
 
+def _by_parts(fn, B):
+    """A real factor applied to a complex block: its real and imaginary parts as one real
+    block of twice the columns (casting B to the factor's real dtype would drop B.imag)."""
+    k = B.shape[1]
+    Y = fn(np.hstack([B.real, B.imag]))
+    return Y[:, :k] + 1j * Y[:, k:]
+
+
 # ----- QR ----------------------------------------------------------------------------------------
 @register("qr", "QR least squares: SuiteSparseQR sparse (sparseqr), LAPACK dense; min-norm for "
           "m < n", ("dense", "sparse"), direct=True, backends=("numpy", "jax"),
@@ -223,18 +231,33 @@ class _SparseQR(Factor):
         inner = np.arange(self.p) if order is None else order
         self.order = inner[_factor_columns(z0[:, 0], z1[:, 0])]   # for the next update
 
+    @staticmethod
+    def _by_column(fn, B):
+        """sparseqr's numpy2cholmoddense turns a 1×k block into k×1 (it prefers column
+        vectors): SuiteSparseQR then sees mismatched dimensions and returns NULL, which
+        reading segfaulted. A one-row block goes one column at a time."""
+        if B.shape[0] == 1 and B.shape[1] > 1:
+            return np.hstack([fn(B[:, j:j + 1]) for j in range(B.shape[1])])
+        return fn(B)
+
     def _csolve(self, system, B):
+        return self._by_column(lambda B: self._csolve1(system, B), B)
+
+    def _csolve1(self, system, B):
         spqr = self._spqr
         chB = spqr.numpy2cholmoddense(np.asfortranarray(B, dtype=self.work))
         chX = spqr.lib.SuiteSparseQR_C_solve(system, self._qr, chB, spqr.cc)
-        X = spqr.cholmoddense2numpy(chX)
         spqr.cholmod_free_dense(chB)
+        if chX == spqr.ffi.NULL:
+            raise RuntimeError(f"SuiteSparseQR_C_solve failed on a {B.shape} block "
+                               f"(A {self.shape[0]}×{self.shape[1]})")
+        X = spqr.cholmoddense2numpy(chX)
         spqr.cholmod_free_dense(chX)
         return np.asarray(X).reshape(-1, B.shape[1])
 
     def _qmult(self, method, B):
-        return np.asarray(self._spqr.qmult(self._qr, np.asfortranarray(B, dtype=self.work),
-                                           method)).reshape(-1, B.shape[1])
+        return self._by_column(lambda B: np.asarray(self._spqr.qmult(
+            self._qr, np.asfortranarray(B, dtype=self.work), method)).reshape(-1, B.shape[1]), B)
 
     def _plain(self, B):      # G⁺ B = Π F⁺ B, F⁺ = E R⁻¹ Qᴴ
         Y = self._csolve(_RETX_EQUALS_B, self._qmult(_QTX, B))
@@ -251,6 +274,9 @@ class _SparseQR(Factor):
 
     def gram_solve(self, C):
         """(AᴴA)⁻¹ C = Π E R⁻¹ R⁻ᴴ Eᵀ Πᵀ C (tall A): triangular solves with R only, no Q."""
+        C = np.asarray(to_numpy(C))
+        if C.dtype.kind == "c" and self.work.kind != "c":
+            return _by_parts(self.gram_solve, C)
         C = _as_host(C, self.work)
         if self.given is not None:
             C = C[self.given]
@@ -264,6 +290,9 @@ class _SparseQR(Factor):
     def solve(self, B, trans):
         if self._qr is None:
             raise ValueError("this SuiteSparseQR factorization was closed")
+        B = np.asarray(to_numpy(B))
+        if B.dtype.kind == "c" and self.work.kind != "c":
+            return _by_parts(lambda P: self.solve(P, trans), B)
         B = _as_host(B, self.work)
         if trans == "T":
             return np.conj(self.solve(np.conj(B), "H"))

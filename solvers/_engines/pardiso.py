@@ -409,6 +409,14 @@ class PardisoFactor(Factor):
             return
         d = np.abs(df)
         dmax, dmin = float(d.max()), float(d.min())
+        # every pivot perturbed (A = 0 on its pattern): the ratio of PARDISO's own
+        # replacements is 1, yet it factorized nothing of A
+        every = int(self.handle.iparm[13]) >= d.size
+        if every and math.isfinite(dmax):
+            raise SingularMatrixError(
+                f"Pardiso: every one of the {d.size} pivots was below PARDISO's threshold and "
+                f"replaced by a perturbation (largest {dmax:.3g}): A is zero on its pattern, "
+                f"or so small in scale that nothing of it was factorized (rescale A)")
         if not math.isfinite(dmax) or dmin <= rtol * dmax:
             k = int(np.argmin(d))
             raise SingularMatrixError(

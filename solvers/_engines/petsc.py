@@ -328,8 +328,13 @@ def _setup_error(e, spec, what: str) -> Exception:
             f"{what} with {combo} failed (PETSc error {code}: zero pivot or the factorization "
             f"library's error); {Status.SINGULAR.message}")
     if code in (56, 86):
+        lib = _lib()
+        names = lambda kind: ", ".join(sorted(v for k, v in vars(kind).items()  # noqa: E731
+                                              if k.isupper() and isinstance(v, str)))
         return BackendNotSupported(f"{what}: PETSc does not support {combo} here (error {code}: "
-                                   f"unknown type or unsupported operation)")
+                                   f"unknown type or unsupported operation). KSP types: "
+                                   f"{names(lib.KSP.Type)} (BiCGStab is 'bcgs'); PC types: "
+                                   f"{names(lib.PC.Type)}")
     return SolveError(f"{what} with {combo} failed with PETSc error {code}")
 
 
@@ -389,11 +394,15 @@ class _PETScFactor(Factor):
         lib, spec = _lib(), self.spec
         ksp = lib.KSP().create(mat.getComm())
         ksp.setOperators(mat)
-        ksp.setType(spec.ksp_type)
-        pc = ksp.getPC()
-        pc.setType(spec.pc_type)
-        if spec.factor_solver_type:
-            pc.setFactorSolverType(spec.factor_solver_type)
+        try:  # an unknown type name is PETSc error 86: BackendNotSupported, not a bare Error
+            ksp.setType(spec.ksp_type)
+            pc = ksp.getPC()
+            pc.setType(spec.pc_type)
+            if spec.factor_solver_type:
+                pc.setFactorSolverType(spec.factor_solver_type)
+        except lib.Error as e:
+            ksp.destroy()
+            raise _setup_error(e, spec, what) from None
         ksp.setTolerances(rtol=spec.rtol, atol=spec.atol, max_it=spec.maxiter)
         names = dict(spec.options)
         if spec.pc_type == "gamg" and "pc_gamg_reuse_interpolation" not in names:
@@ -613,7 +622,23 @@ class _PETScFactor(Factor):
         if B.ndim != 2 or B.shape[0] != nl:
             raise ShapeError(f"B must be this rank's owned slice, shape ({nl}, k); got {B.shape}")
         if B.dtype.kind == "c" and np.dtype(lib.ScalarType).kind != "c":
-            return self.solve(B.real.copy(), trans) + 1j * self.solve(B.imag.copy(), trans)
+            # real and imaginary parts apart, each with its share of atol (‖part‖ / ‖column‖,
+            # global norms): together they meet max(rtol‖b‖, atol), not √2·atol
+            mpi = self.comm.tompi4py()
+            sq = mpi.allreduce(np.stack([np.sum(B.real ** 2, axis=0), np.sum(B.imag ** 2, axis=0)]))
+            tot = np.sqrt(sq[0] + sq[1])
+            shares = [np.where(tot > 0, np.sqrt(q) / np.where(tot > 0, tot, 1.0), 1.0) for q in sq]
+            re = self._solve_columns(B.real.copy(), trans, shares[0])
+            weakest = self.last_status
+            X = re + 1j * self._solve_columns(B.imag.copy(), trans, shares[1])
+            if weakest is Status.ACCURACY_LIMIT:
+                self.last_status = weakest
+            return X
+        return self._solve_columns(B, trans, np.ones(B.shape[1]))
+
+    def _solve_columns(self, B, trans: str, shares):
+        lib = _lib()
+        nl = B.shape[0]
         if trans in ("T", "H") and self.transpose_mode == "refuse":
             raise TransposeNotSupportedError(
                 f"{'adjoint' if trans == 'H' else 'transposed'} solve refused: {self.spec.combo} "
@@ -626,7 +651,8 @@ class _PETScFactor(Factor):
         for j in range(B.shape[1]):
             b = np.conj(B[:, j]) if conj else B[:, j]
             try:
-                x = self._solve_one(np.ascontiguousarray(b, dtype=lib.ScalarType), trans != "N")
+                x = self._solve_one(np.ascontiguousarray(b, dtype=lib.ScalarType), trans != "N",
+                                    float(shares[j]))
                 statuses.append(self.last_status)
             except ConvergenceError as e:  # the other columns still run: the iterate is whole
                 if e.iterate is None:
@@ -639,7 +665,8 @@ class _PETScFactor(Factor):
                             else Status.SUCCESS)
         return X
 
-    def _solve_one(self, b_np, transposed: bool):
+    def _solve_one(self, b_np, transposed: bool, share: float = 1.0):
+        """One column (``share``: of atol, for a part of a complex column; see ``solve``)."""
         lib, spec = _lib(), self.spec
         mode = self.transpose_mode if transposed else "N"
         ksp = self._transposed() if mode == "route" else self.ksp
@@ -651,26 +678,31 @@ class _PETScFactor(Factor):
         bnorm = b.norm()
         if bnorm == 0:
             return np.zeros_like(b_np)
-        tol = max(spec.rtol * bnorm, spec.atol)
+        atol = spec.atol * share
+        tol = max(spec.rtol * bnorm, atol)
         history: list[float] = []
         ksp.setInitialGuessNonzero(False)
-        rtol = spec.rtol
+        own = {}  # the KSP's own norm: of its right-hand side (run from 0) and at its last stop
 
-        def once(initial_nonzero: bool, rt: float):
+        def once(initial_nonzero: bool, rt: float, at: float):
             """One KSP run (from x when ``initial_nonzero``); the true residual norm."""
             b.array[:] = b_np           # some PCs (hypre) overwrite the right-hand side
-            ksp.setTolerances(rtol=rt)
+            ksp.setTolerances(rtol=rt, atol=at)
             ksp.setInitialGuessNonzero(initial_nonzero)
             run(b, x)
             reason = ksp.getConvergedReason()
             self.iterations += ksp.getIterationNumber() if spec.iterative else 0
-            history.extend(float(h) / bnorm for h in ksp.getConvergenceHistory())
+            raw = ksp.getConvergenceHistory()
+            if not initial_nonzero and len(raw):
+                own["rhs"] = float(raw[0])
+            own["last"] = float(ksp.getResidualNorm())
+            history.extend(float(h) / bnorm for h in raw)
             op(x, r)
             r.array[:] = b_np - r.array
             return reason, r.norm()
 
         try:
-            reason, rnorm = once(False, rtol)
+            reason, rnorm = once(False, spec.rtol, atol)
             history.append(rnorm / bnorm)
             if reason < 0 and reason != lib.KSP.ConvergedReason.DIVERGED_MAX_IT:
                 raise self._failure(reason, history, x.array.copy(), transposed)
@@ -679,13 +711,18 @@ class _PETScFactor(Factor):
                 return x.array.copy()
             outcome = "maxiter" if reason < 0 else "converged"
             best = (rnorm, x.array.copy())
-            for _ in range(RESTARTS):   # the KSP's own test was looser: restart from x, tighter
+            # the KSP's own test (on the preconditioned norm for GMRES/BiCGStab with a left PC)
+            # was met above the true tolerance: keep iterating from x, asking its own norm for
+            # what it reached times the measured gap (rtol relative to its own norm of b —
+            # PETSc's test with a nonzero initial guess — and atol alike: an atol-bound test
+            # ignores a tighter rtol), while each restart lowers the true residual at all
+            for _ in range(RESTARTS):
                 if best[0] <= tol or outcome != "converged":
                     break
-                rtol *= max(0.5 * tol / best[0], 1e-6)
-                reason, rnorm = once(True, rtol)
+                target = own["last"] * max(0.5 * tol / best[0], 1e-6)
+                reason, rnorm = once(True, target / own.get("rhs", bnorm), target)
                 history.append(rnorm / bnorm)
-                improved = rnorm <= 0.5 * best[0]
+                improved = rnorm < best[0]
                 if rnorm < best[0]:
                     best = (rnorm, x.array.copy())
                 else:
@@ -701,7 +738,7 @@ class _PETScFactor(Factor):
             again = []
 
             def rerun():
-                _, r2 = once(True, spec.rtol)
+                _, r2 = once(True, spec.rtol, atol)
                 again.append(x.array.copy())
                 move = float(np.linalg.norm(x.array - xbest))
                 move, xn = (float(np.sqrt(v)) for v in self.comm.tompi4py().allreduce(
@@ -717,7 +754,7 @@ class _PETScFactor(Factor):
             if not status.ok:
                 raise ConvergenceError(
                     f"PETSc {spec.combo}{' (transposed)' if transposed else ''}: true residual "
-                    f"‖b − A x‖/‖b‖ = {rnorm / bnorm:.3g} > rtol={spec.rtol:g} (backward error "
+                    f"‖b − A x‖/‖b‖ = {rnorm / bnorm:.3g} > rtol={spec.rtol:g}, atol={atol:g} (backward error "
                     f"{omega():.2g}, attainable ≈ {limit:.2g}); {status.message}", history,
                     xbest.copy(), status)
         finally:
@@ -788,6 +825,9 @@ class _PETScFactor(Factor):
         the symmetry of the NEW values is checked again and decides how adjoints are solved.
         On failure the old values are restored and this factor stays usable."""
         lib = _lib()
+        if self._retired:  # its Mat and KSP may be destroyed: touching them aborts MPI
+            raise RuntimeError("this PETSc factor was replaced by update() or closed; use the "
+                               "cache's factor")
         A_new, temporary = _as_petsc_operator(A_new)
         try:
             A_new.check_current()

@@ -15,7 +15,9 @@ Engines (reached through the factor attributes the solvers keep stable):
 - SuperLU (``factor.lu``, ``order``/``reordered``): ``lu.L`` and ``lu.U`` with both
   permutations. scipy drops entries that cancelled to zero from these copies, so the pattern
   is rebuilt symbolically (the Cholesky structure of B + Bᵀ, which holds every LU of B
-  without pivoting), and the recurrences close on it. Memory: scipy builds both CSC copies at
+  without pivoting) plus the positions of A⁻¹'s diagonal and of A⁻¹ on A's pattern and its
+  transpose (under row exchanges these are not B's positions; A's explicit zeros are in no
+  factor), and the recurrences close on it. Memory: scipy builds both CSC copies at
   the first access of either and keeps them on the SuperLU object for its lifetime (measured:
   489 MB factor + 494 MB copies at n = 250 500, Q4 Poisson), so a SuperLU cache that ran a
   selected inversion holds its factor about twice until it is updated or dropped; the peak
@@ -177,12 +179,22 @@ def superlu(f, shape) -> SelectedInverse:
     # order relabelled by a postorder of its elimination tree (an equivalent order: the factors
     # of Π B Πᵀ are Π L Πᵀ and Π U Πᵀ), so that supernodes are contiguous and can be relaxed
     ident = np.arange(n, dtype=np.int64)
-    Mp, Mi = K.upper_pattern(n, L.indptr, L.indices, U.indptr, U.indices, ident)
+    # B's row and column of A's row r / column c: A⁻¹[r, c] = B⁻¹[icp0[r], irp0[c]]. With row
+    # exchanges the positions that hold A⁻¹ on A's pattern and its diagonal are not B's, so
+    # they join the symbolic structure (as do A's explicit zeros, which no factor stores)
+    irp0 = np.empty(n, np.int64)
+    irp0[rp_] = ident
+    icp0 = np.empty(n, np.int64)
+    icp0[cp_] = ident
+    Ap, Aj = f.pattern.indptr, f.pattern.indices
+    Mp, Mi = K.upper_pattern(n, L.indptr, L.indices, U.indptr, U.indices, Ap, Aj, irp0, icp0,
+                             ident)
     post = K.postorder(K.etree(n, Mp, Mi))
     del Mp, Mi
     ipost = np.empty(n, np.int64)
     ipost[post] = ident
-    Mp, Mi = K.upper_pattern(n, L.indptr, L.indices, U.indptr, U.indices, ipost)
+    Mp, Mi = K.upper_pattern(n, L.indptr, L.indices, U.indptr, U.indices, Ap, Aj, irp0, icp0,
+                             ipost)
     parent, Sp, Si = K.symbolic_cholesky(n, Mp, Mi)
     del Mp, Mi
     sup, rpt, rows, xp = K.supernodes(n, parent, Sp, Si)
@@ -200,12 +212,8 @@ def superlu(f, shape) -> SelectedInverse:
     if miss:
         raise RuntimeError(f"selected inversion: {miss} entries of SuperLU's factors fell "
                            f"outside the symbolic structure; please report this")
-    # A⁻¹[r, c] = (B⁻¹)[icp[r], irp[c]] and B⁻¹ = Πᵀ Z' Π: fold the postorder in
-    irp = np.empty(n, np.int64)
-    irp[rp_] = ident
-    icp = np.empty(n, np.int64)
-    icp[cp_] = ident
-    irp, icp = ipost[irp], ipost[icp]
+    # A⁻¹[r, c] = (B⁻¹)[icp0[r], irp0[c]] and B⁻¹ = Πᵀ Z' Π: fold the postorder in
+    irp, icp = ipost[irp0], ipost[icp0]
     return _finish("SuperLU", shape, dtype, layout, XL, XU, False, irp, icp)
 
 

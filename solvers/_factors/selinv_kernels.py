@@ -51,36 +51,52 @@ def cycle_count(p):
 
 # ----- symbolic: the Cholesky structure of a symmetric pattern, in its given order -------------
 @nb.njit(**_JIT)
-def upper_pattern(n, Lp, Li, Up, Uj, relabel):
-    """The strict upper triangle of pattern(L + U) + its transpose, as column lists (CSC, rows
-    i < k in column k, duplicates allowed, int32), with the indices relabelled by ``relabel``.
-    L and U in compressed form of either orientation (only the pattern's symmetric closure is
-    built); O(nnz)."""
-    cnt = np.zeros(n + 1, np.int64)
+def _add(a, b, cnt, Mi, fill, counting):
+    if a != b:
+        k = max(a, b)
+        if counting:
+            cnt[k + 1] += 1
+        else:
+            Mi[fill[k]] = min(a, b)
+            fill[k] += 1
+
+
+@nb.njit(**_JIT)
+def _pairs(n, Lp, Li, Up, Uj, Ap, Aj, irow, icol, relabel, cnt, Mi, fill, counting):
     for j in range(n):
         for p in range(Lp[j], Lp[j + 1]):
-            a, b = relabel[j], relabel[Li[p]]
-            if a != b:
-                cnt[max(a, b) + 1] += 1
+            _add(relabel[j], relabel[Li[p]], cnt, Mi, fill, counting)
         for p in range(Up[j], Up[j + 1]):
-            a, b = relabel[j], relabel[Uj[p]]
-            if a != b:
-                cnt[max(a, b) + 1] += 1
+            _add(relabel[j], relabel[Uj[p]], cnt, Mi, fill, counting)
+    if Ap.size == 0:
+        return
+    for i in range(n):
+        # A⁻¹[i, i] = Z[icol[i], irow[i]]; for a stored A[i, j]: A⁻¹[i, j] and A⁻¹[j, i]
+        _add(relabel[icol[i]], relabel[irow[i]], cnt, Mi, fill, counting)
+        for p in range(Ap[i], Ap[i + 1]):
+            j = Aj[p]
+            _add(relabel[icol[i]], relabel[irow[j]], cnt, Mi, fill, counting)
+            _add(relabel[icol[j]], relabel[irow[i]], cnt, Mi, fill, counting)
+
+
+@nb.njit(**_JIT)
+def upper_pattern(n, Lp, Li, Up, Uj, Ap, Aj, irow, icol, relabel):
+    """The strict upper triangle of pattern(L + U + E) + its transpose, as column lists (CSC,
+    rows i < k in column k, duplicates allowed, int32), with the indices relabelled by
+    ``relabel``. L and U in compressed form of either orientation (only the symmetric closure
+    is built). E: the positions of Z = B⁻¹ that hold A⁻¹'s diagonal and A⁻¹ on A's pattern
+    and its transpose, A⁻¹[r, c] = Z[icol[r], irow[c]] for A's CSR pattern (Ap, Aj) — under
+    row pivoting they are not in pattern(L + U), and an explicit zero of A is in no factor
+    (empty Ap: no E). O(nnz), no temporaries."""
+    cnt = np.zeros(n + 1, np.int64)
+    Mi = np.empty(0, np.int32)
+    fill = cnt[:1]
+    _pairs(n, Lp, Li, Up, Uj, Ap, Aj, irow, icol, relabel, cnt, Mi, fill, True)
     for k in range(n):
         cnt[k + 1] += cnt[k]
     Mi = np.empty(cnt[n], np.int32)
     fill = cnt[:-1].copy()
-    for j in range(n):
-        for p in range(Lp[j], Lp[j + 1]):
-            a, b = relabel[j], relabel[Li[p]]
-            if a != b:
-                Mi[fill[max(a, b)]] = min(a, b)
-                fill[max(a, b)] += 1
-        for p in range(Up[j], Up[j + 1]):
-            a, b = relabel[j], relabel[Uj[p]]
-            if a != b:
-                Mi[fill[max(a, b)]] = min(a, b)
-                fill[max(a, b)] += 1
+    _pairs(n, Lp, Li, Up, Uj, Ap, Aj, irow, icol, relabel, cnt, Mi, fill, False)
     return cnt, Mi
 
 

@@ -162,6 +162,30 @@ def _build() -> dict[str, Matrix]:
     h[0, :] = h[:, 0] = 1.0
     h[0, 0] = 20.0
     add(Matrix("hub-row", h, hermitian=True, posdef=True, tags=("hub",)))
+    # --- pivoting with explicit zeros: LU exchanges rows AND stored zeros sit off the factor
+    pz = _banded(9, 16)
+    np.fill_diagonal(pz, 0.0)
+    pz[np.arange(8), np.arange(1, 9)] += 2.0
+    pz[8, 0] += 2.0
+    zeros = [(i, j) for i in range(9) for j in range(9) if pz[i, j] == 0 and i != j][:5]
+    add(Matrix("explicit-zeros-pivoting", pz, explicit_zeros=tuple(zeros) + ((0, 0), (4, 4)),
+               tags=("pivoting", "zero-diagonal", "explicit-zeros")))
+    # --- complex Hermitian indefinite; complex symmetric that needs pivoting
+    q, _ = np.linalg.qr(_rng(17).standard_normal((8, 8)) + 1j * _rng(18).standard_normal((8, 8)))
+    w = np.array([-2.0, -1.0, -0.5, 0.5, 1.0, 2.0, 3.0, 4.0])
+    hi = (q * w) @ q.conj().T
+    add(Matrix("hermitian-indefinite-complex", (hi + hi.conj().T) / 2, hermitian=True,
+               tags=("complex", "indefinite")))
+    cz = np.zeros((6, 6), dtype=np.complex128)
+    cz[np.arange(5), np.arange(1, 6)] = 1.0 + 2.0j
+    cz = cz + cz.T + np.diag([0, 0, 1e-3, 0, 0, 0]) + 0.5j * np.eye(6, k=3) + 0.5j * np.eye(6, k=-3)
+    add(Matrix("complex-symmetric-pivoting", cz, complex_symmetric=True,
+               tags=("complex", "pivoting", "zero-diagonal")))
+    # --- moderately ill-conditioned SPD (reachable by Krylov methods), and a graded diagonal
+    add(Matrix("spd-cond-1e6", _spd(14, 1e6, 19), hermitian=True, posdef=True,
+               tags=("ill-conditioned",)))
+    add(Matrix("graded-diagonal", np.diag(np.logspace(-8, 0, 7)), hermitian=True, posdef=True,
+               tags=("ill-conditioned", "diagonal")))
     # --- tiny sizes
     add(Matrix("n0", np.zeros((0, 0)), hermitian=True, posdef=True, tags=("empty",)))
     add(Matrix("n1", np.array([[3.0]]), hermitian=True, posdef=True, tags=("tiny",)))
@@ -172,6 +196,10 @@ def _build() -> dict[str, Matrix]:
     add(Matrix("general-float32", _banded(10, 14).astype(np.float32), tags=("single", "pivoting")))
     add(Matrix("hpd-complex64", _spd(10, 1e2, 15, np.complex64), hermitian=True, posdef=True,
                tags=("single", "complex")))
+    add(Matrix("general-complex64", _banded(9, 20, np.complex128).astype(np.complex64),
+               tags=("single", "complex")))
+    add(Matrix("spd-float32-cond-1e5", _spd(10, 1e5, 21).astype(np.float32), hermitian=True,
+               posdef=True, tags=("single", "ill-conditioned")))
     return {m.name: m for m in out}
 
 

@@ -139,3 +139,20 @@ def test_a_256_sector_disc_centre():
     for e in range(m):
         full[np.ix_(tri[e], tri[e])] += theta[e] * Ke
     np.testing.assert_allclose(lo.to_dense(fam(theta)), full[np.ix_(fam.free, fam.free)], atol=1e-12)
+
+
+@pytest.mark.parametrize("Ke, dofs", [(np.zeros((0, 0)), np.zeros((3, 0), dtype=int)),
+                                      (np.zeros((2, 0, 0)), np.zeros((2, 0), dtype=int))],
+                         ids=["shared", "per-element"])
+def test_elements_without_dofs_contribute_nothing(Ke, dofs):
+    """k = 0: a family whose elements touch no dof is K(θ) = 0 (with or without an offset and
+    fixed values), never a bare ZeroDivisionError."""
+    ne = dofs.shape[0]
+    fam = lo.AffineSparse.from_elements(Ke, dofs, 3, fixed=[0], fixed_values=[2.0])
+    assert fam.n_params == ne and fam.shape == (2, 2) and fam.pattern.nnz == 0
+    np.testing.assert_array_equal(lo.to_dense(fam(np.ones(ne))), np.zeros((2, 2)))
+    np.testing.assert_array_equal(fam.rhs(np.ones(ne)), [0.0, 0.0])
+    G = lo.RankOne(np.ones(2), np.ones(2))
+    np.testing.assert_array_equal(fam.pullback(G, bbar=np.ones(2)), np.zeros(ne))
+    off = lo.AffineSparse.from_elements(Ke, dofs, 3, offset=sp.eye(3, format="csr"))
+    np.testing.assert_array_equal(lo.to_dense(off(np.ones(ne))), np.eye(3))

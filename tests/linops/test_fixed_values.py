@@ -196,3 +196,47 @@ def test_rhs_and_its_gradient_under_jax():
     np.testing.assert_allclose(np.asarray(got), fam.pullback(lo.Zero(fam.shape), bbar=w), rtol=1e-13)
     np.testing.assert_allclose(np.asarray(jax.jit(fam.rhs)(jnp.asarray(theta), jnp.asarray(f))),
                                fam.rhs(theta, f), rtol=1e-13)
+
+
+@pytest.mark.parametrize("values, where", [([np.nan, 1.0], "at fixed dof 0"),
+                                           (np.inf, r"\(the scalar\)"),
+                                           ([0.0, 1.0, 2.0, np.nan], "at fixed dof 3")])
+def test_non_finite_fixed_values_are_named(values, where):
+    Ke = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    dofs = np.array([[0, 1], [1, 2], [2, 3]])
+    with pytest.raises(ValueError, match=f"fixed_values must be finite, got (nan|inf) {where}"):
+        lo.AffineSparse.from_elements(Ke, dofs, 4, fixed=[0, 3], fixed_values=values)
+
+
+def test_a_length_n_vector_ignores_non_finite_free_entries():
+    """A length-n g is read at the fixed dofs only: NaN placeholders at free dofs are fine."""
+    Ke = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    fam = lo.AffineSparse.from_elements(Ke, np.array([[0, 1], [1, 2], [2, 3]]), 4, fixed=[0, 3],
+                                        fixed_values=[7.0, np.nan, np.nan, 5.0])
+    np.testing.assert_allclose(fam.rhs(np.array([1.0, 2.0, 3.0])), [7.0, 15.0])
+
+
+def test_check_family_compares_the_lifted_free_by_fixed_block():
+    """A dof-map slip onto another fixed dof leaves the free × free block intact: only the lifted
+    right-hand side (u = 0 instead of the linear profile) shows it, and check_family must."""
+    Ke = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    good = np.array([[0, 1], [1, 2], [2, 3], [3, 4]])
+    slip = np.array([[0, 1], [1, 2], [2, 3], [3, 0]])     # the last element: dof 0, not 4
+    K = np.zeros((5, 5))
+    for d in good:
+        K[np.ix_(d, d)] += Ke
+    K = sp.csr_array(K)
+    theta = np.ones(4)
+    right = lo.AffineSparse.from_elements(Ke, good, 5, fixed=[0, 4], fixed_values=[0.0, 1.0])
+    wrong = lo.AffineSparse.from_elements(Ke, slip, 5, fixed=[0, 4], fixed_values=[0.0, 1.0])
+    np.testing.assert_allclose(sv.solve(sv.LinearProblem(right(theta), right.rhs(theta))).u,
+                               [0.25, 0.5, 0.75], rtol=1e-14)
+    assert lo.testing.check_family(right, K)
+    with pytest.raises(AssertionError, match=r"fam.rhs\(θ\) differs from −K_fd g .* at free dof "
+                                             r"2 \(dof 3 of all\): fam 0, reference 1"):
+        lo.testing.check_family(wrong, K)
+    with pytest.raises(lo.ShapeError, match="lifts fixed_values .* Pass K on all 5 dofs"):
+        lo.testing.check_family(right, K[[1, 2, 3]][:, [1, 2, 3]])
+    # homogeneous conditions: nothing is lifted, the free block alone decides (as before)
+    plain = lo.AffineSparse.from_elements(Ke, slip, 5, fixed=[0, 4])
+    assert lo.testing.check_family(plain, K)

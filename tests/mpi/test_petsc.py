@@ -337,3 +337,19 @@ def test_logdet_refuses_what_mumps_did_not_factorize(petsc_available):
         cache = sv.init(sv.LinearProblem(L), sv.PETSc(options=options))
         with pytest.raises(sv.BackendNotSupported, match="'petsc' factorization"):
             cache.logdet()
+
+
+# ----- a KSP that stops on its own norm keeps iterating; atol shared by complex parts ----------
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_petsc_krylov_success_means_the_true_tolerance(petsc_available, ranks):
+    """GMRES/BiCGStab with a left preconditioner stop on the preconditioned residual: above the
+    true tolerance they must keep iterating (restarts from the iterate, the target scaled by
+    the gap measured in the KSP's own norm) rather than report STAGNATION; an atol-bound solve
+    needs its atol scaled too (a tighter rtol changes nothing); a complex right-hand side on a
+    real build is solved as two parts that share atol. Every case must succeed, with the true
+    residual within max(rtol·‖b‖, atol)."""
+    results = run("precond_stop_check.py", ranks)
+    assert len(results) == 68
+    bad = [r for r in results if r["status"] != "SUCCESS" or r["true"] is None
+           or r["true"] > r.get("rtol", r.get("atol"))]
+    assert not bad, bad

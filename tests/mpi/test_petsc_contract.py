@@ -116,3 +116,49 @@ def test_a_converged_petsc_krylov_solve_builds_no_abs_matrix():
     with pytest.raises(sv.ConvergenceError):
         sv.init(sv.LinearProblem(S, b), sv.PETSc(ksp_type="cg", pc_type="none", rtol=1e-12,
                                                  maxiter=2)).solve()
+
+
+_CLOSED_SCRIPT = """
+import numpy as np, scipy.sparse as sp, solvers as sv
+A = sp.csr_matrix(sp.diags([-1.6, 2.5, -0.4], [-1, 0, 1], shape=(50, 50)))
+for alg in (sv.PETSc(), sv.PETSc(ksp_type="gmres", pc_type="jacobi")):
+    cache = sv.init(sv.LinearProblem(A, np.ones(50)), alg)
+    cache.solve()
+    cache.close()
+    cache.close()                                   # idempotent
+    for call in (lambda: cache.update(A=2 * A), lambda: cache.solve(),
+                 lambda: cache.solve_adjoint(np.ones(50)), lambda: cache.logdet(),
+                 lambda: sv.init(sv.LinearProblem(A), alg, like=cache)):
+        try:
+            call()
+        except sv.ClosedCacheError as e:
+            assert "this cache was closed" in str(e), e
+        else:
+            raise AssertionError("a closed cache answered")
+    assert cache.closed
+print("CLOSED-OK")
+"""
+
+
+@needs_petsc
+def test_petsc_update_after_close_is_a_named_error_not_a_crash():
+    """close() destroys the KSP and the Mat; touching them again aborted MPI (a segfault of the
+    whole process), so this runs in a child process."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", _CLOSED_SCRIPT], capture_output=True, text=True,
+                         timeout=300, env=env, cwd=root)
+    assert out.returncode == 0 and "CLOSED-OK" in out.stdout, (out.returncode, out.stdout,
+                                                                out.stderr[-2000:])
+
+
+@needs_petsc
+@pytest.mark.parametrize("kw, name", [({"ksp_type": "bicgstab"}, "bicgstab"),
+                                      ({"ksp_type": "gmres", "pc_type": "nosuchpc"}, "nosuchpc")])
+def test_petsc_unknown_type_names_is_backend_not_supported(kw, name):
+    with pytest.raises(sv.BackendNotSupported, match=f"{name}.*KSP types: .*bcgs.*PC types: "):
+        sv.init(sv.LinearProblem(_tridiag(20)), sv.PETSc(**kw))

@@ -152,6 +152,24 @@ def test_singular_matrices_raise(mat, posdef):
 
 
 @needs_pardiso
+@pytest.mark.parametrize("scale", [0.0, 1e-300])
+def test_every_pivot_perturbed_is_refused(scale):
+    """PARDISO replaces pivots below its threshold by perturbations; where it replaced every
+    one their ratio is 1 and the pivot check passed: A = [[0]] (stored) solved to 2e13 with
+    SUCCESS, at init and after an update, and diag(1e-300, 2e-300) to 1e13 for 1e300."""
+    def diag(v):
+        v = np.asarray(v, dtype=float)
+        return sp.csr_array((v, (np.arange(v.size), np.arange(v.size))), shape=(v.size,) * 2)
+
+    with pytest.raises(sv.SingularMatrixError, match="every one of the 2 pivots"):
+        sv.init(sv.LinearProblem(diag([scale, 2 * scale])), sv.Pardiso())
+    cache = sv.init(sv.LinearProblem(diag([-3.0])), sv.Pardiso())
+    with pytest.raises(sv.SingularMatrixError, match="every one of the 1 pivots"):
+        cache.update(A=diag([scale]))
+    assert cache.solve(np.ones(1)).tolist() == [-1 / 3]
+
+
+@needs_pardiso
 @pytest.mark.parametrize("posdef", [False, True], ids=["LU", "HPD"])
 def test_failed_update_keeps_the_previous_factorization(posdef):
     A = sp.csr_array(pyamg.gallery.poisson((10, 10), format="csr"))
