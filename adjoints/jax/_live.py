@@ -473,14 +473,20 @@ class Store:
             self._sweep(drop)
 
     def moved_on(self, op, probes) -> None:
-        """Before factorize operation ``op`` factorizes values with ``probes``: what it made in
-        an earlier run and nothing else claims is freed now, unless it has one of these values
-        (so a repeated computation never holds two generations of its factorization)."""
+        """Before factorize operation ``op`` factorizes values with ``probes``: what it made
+        before and no longer needs is released first, so that two generations are never alive
+        at once — in an earlier run, everything it made (freed unless another claim holds it);
+        in this run, its previous key (the one before, for an escaped Factorization, which a
+        carry may still hand to a solve). Keys with one of these values stay (found again)."""
         with self.lock:
-            if op.run == self._run or not op.cur:
+            if op.exact:
                 return
+            if op.run == self._run:
+                old = op.prev if op.site is not None and op.site.escaped else op.cur
+            else:
+                old = op.cur | op.prev
             dead = []
-            for k in op.cur | op.prev:
+            for k in old:
                 e = self._entries.get(k)
                 if e is None or e.probe in probes:
                     continue
@@ -489,7 +495,8 @@ class Store:
                     e.pooled = False
                     self._pool.pop(k, None)
                 dead.append(k)
-            op.cur = op.prev = frozenset()
+            if op.run != self._run:
+                op.cur = op.prev = frozenset()
             self._sweep(dead)
 
     def consumed(self, op, keys) -> None:
