@@ -227,8 +227,8 @@ def _solve_host(keys, values, b, spec: Spec, trans: str, nbatch: int, op, role: 
         lead = np.broadcast_shapes(keys.shape[:nb], values.shape[:nb], b.shape[:nb])
         K = np.broadcast_to(keys[..., 0], lead).reshape(-1)
         V = np.broadcast_to(values, lead + values.shape[nb:]).reshape(-1, values.shape[-1])
+        check_finite(b, _ROLE_TEXT[role])
         R = np.broadcast_to(b, lead + core).reshape((-1,) + core)
-        check_finite(R, _ROLE_TEXT[role])
         out = np.empty(R.shape, b.dtype)
         groups = {}
         for i, k in enumerate(K):   # members sharing a key and its values: one call
