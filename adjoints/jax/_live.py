@@ -267,6 +267,35 @@ class Store:
         self._run = None                 # the run id of the callbacks being served
         self._run_keys: set = set()      # entries the current run claimed
         self._pool: OrderedDict = OrderedDict()
+        self._release_hooks: list = []   # hook(key) for every freed key, under the lock
+        self._count_hooks: list = []     # hook() -> {counter: increment}, drained on reading
+
+    # ----- hooks of another lowering of the consumers (adjoints.jax._native) ------------------
+    def on_release(self, hook) -> None:
+        """Call ``hook(key)`` for every key freed from now on, under the store's lock (a native
+        table's alias of the key goes with the factorization)."""
+        with self.lock:
+            self._release_hooks.append(hook)
+
+    def on_count(self, hook) -> None:
+        """Before the counters are read or reset, add ``hook()``'s ``{counter: increment}``
+        (solves that ran without Python, counted elsewhere)."""
+        with self.lock:
+            self._count_hooks.append(hook)
+
+    def each_cache(self, keys, fn) -> None:
+        """``fn(key, cache)`` for every live key of ``keys``, under the lock (no release can
+        pass in between)."""
+        with self.lock:
+            for k in keys:
+                e = self._entries.get(int(k))
+                if e is not None:
+                    fn(int(k), e.cache)
+
+    def _drain(self) -> None:
+        for hook in self._count_hooks:
+            for name, n in hook().items():
+                setattr(self._counts, name, getattr(self._counts, name) + n)
 
     # ----- counters ---------------------------------------------------------------------------
     def count(self, **incr) -> None:
@@ -277,6 +306,7 @@ class Store:
     def stats(self) -> Stats:
         """A snapshot of the counters (see :class:`Stats`)."""
         with self.lock:
+            self._drain()
             s = Stats(**vars(self._counts))
             s.live = len(self._entries)
             return s
@@ -284,6 +314,7 @@ class Store:
     def reset_stats(self) -> None:
         """Zero the counters (live factorizations are not touched; ``peak_live`` restarts)."""
         with self.lock:
+            self._drain()
             n = len(self._entries)
             self._counts = Stats(live=n, peak_live=n)
 
@@ -582,6 +613,8 @@ class Store:
             if e is not None:
                 self._pool.pop(int(k), None)
                 self._run_keys.discard(int(k))
+                for hook in self._release_hooks:
+                    hook(int(k))
                 dead.append(e.cache)
         self._counts.live = len(self._entries)
         e = None   # no reference left here: the caches die on the host thread
