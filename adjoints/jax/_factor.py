@@ -147,7 +147,7 @@ class Factorization:
     ([0.25, 0.5], (2, 2))
     >>> F.solve_adjoint(jnp.array([1.0, 1.0])).tolist()         # Aᴴλ = c, same factors
     [0.5, 0.125]
-    >>> G = adj.factorize(2 * K)
+    >>> G = adj.factorize(lo.Sparse(2 * jnp.asarray(K.values), K.pattern))
     >>> jax.tree.structure(F) == jax.tree.structure(G)          # one pattern: one structure
     True
     """
