@@ -352,7 +352,7 @@ def test_rejitted_closures_and_dropped_functions_free_their_factorizations():
     are deleted: nothing accumulates; deleting them and clearing JAX's caches frees what they
     held even if nothing else runs."""
     before = _live_now()
-    for i in range(8):
+    for i in range(4):   # more closures than the 3 a leak would stay under
         th = TH * (1 + 0.1 * i)
         loss = jax.jit(lambda th: jnp.sum(jax.lax.fori_loop(
             0, 3, lambda j, u: adj.solve(FAM(th), u + BF * (1 + i)), jnp.zeros(NF)) ** 2))
@@ -360,7 +360,7 @@ def test_rejitted_closures_and_dropped_functions_free_their_factorizations():
         assert adj.stats().live - before <= 3, (i, adj.stats())
     fns = [jax.jit(lambda th, i=i: jax.lax.scan(
         lambda u, _: (adj.solve(FAM(th), u + BF * i), None), jnp.zeros(NF), None, length=2)[0])
-        for i in range(4)]
+        for i in range(2)]
     for f in fns:
         jax.block_until_ready(f(TH))
     del f, fns, loss
@@ -377,7 +377,8 @@ def test_gradient_over_more_matrices_than_any_capacity():
     k = 100
     Ts = jnp.stack([TH * (1 + 0.01 * i) for i in range(k)])
     loss = lambda Ts: jnp.sum(jax.lax.map(lambda t: jnp.sum(adj.solve(FAM(t), BF) ** 2), Ts))
-    s = _stats_of(lambda: jax.jit(jax.grad(loss))(Ts))
+    got = []
+    s = _stats_of(lambda: got.append(jax.jit(jax.grad(loss))(Ts)) or got[0])
     assert (s.factorizations, s.misses) == (k, 0), s
 
     def dense_loss(Ts):
@@ -386,7 +387,7 @@ def test_gradient_over_more_matrices_than_any_capacity():
             A = jnp.zeros((NF, NF)).at[PF.rows, PF.indices].set(M @ t)
             return jnp.sum(jnp.linalg.solve(A, BF) ** 2)
         return jnp.sum(jax.lax.map(one, Ts))
-    g = jax.jit(jax.grad(loss))(Ts[:12])
+    g = got[0][:12]   # row i depends on Ts[i] only: the first 12 rows are grad over Ts[:12]
     np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(dense_loss)(Ts[:12])),
                                rtol=1e-11, atol=1e-11 * float(jnp.abs(g).max()))
 

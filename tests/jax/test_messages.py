@@ -75,8 +75,8 @@ def test_bcsr_with_concrete_indices_under_jit():
         traced(Mx.data, Mx.indices, Mx.indptr)
 
 
-@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
-@pytest.mark.parametrize("kind", ["diagonal", "matrixfree", "sparse", "dense"])
+@pytest.mark.parametrize("kind,dtype", [("diagonal", jnp.float16), ("matrixfree", jnp.bfloat16),
+                                        ("sparse", jnp.bfloat16), ("dense", jnp.float16)])
 def test_half_precision_operators_solve_in_float32_under_jit(kind, dtype):
     """They failed with "KeyError: 10" (the error check could not read a float16 buffer)."""
     d = np.array([2.0, 4.0, 8.0, 0.5, 1.0, 2.0])
