@@ -134,20 +134,29 @@ def _from_jax_sparse(M) -> Sparse:
     import jax
     from jax.experimental import sparse as jsp
 
-    if isinstance(M, jsp.BCSR):
-        M = M.to_bcoo()
-    if not isinstance(M, jsp.BCOO) or M.n_batch or M.n_dense or M.ndim != 2:
+    kind = type(M).__name__
+    if not isinstance(M, (jsp.BCOO, jsp.BCSR)) or M.n_batch or M.n_dense or M.ndim != 2:
         raise UnsupportedOperandError(f"only 2-D BCOO/BCSR without batch/dense dims are "
-                                      f"supported, got {type(M).__name__} with shape={M.shape}")
-    try:
-        ind = np.asarray(M.indices)
+                                      f"supported, got {kind} with shape={M.shape}")
+    try:   # the index arrays as host arrays (never through jnp: under jit that traces them)
+        if isinstance(M, jsp.BCSR):
+            indptr = np.asarray(M.indptr)
+            cols = np.asarray(M.indices)[:indptr[-1]]
+            rows = np.repeat(np.arange(M.shape[0]), np.diff(indptr))
+            data = M.data[:indptr[-1]]
+        else:
+            ind = np.asarray(M.indices)
+            rows, cols, data = ind[:, 0], ind[:, 1], M.data
     except jax.errors.TracerArrayConversionError:
         raise BackendNotSupported(
-            "a BCOO whose indices are traced (passed as a jit argument) has no static pattern; "
-            "build lo.aslinop(bcoo) outside jax.jit, or pass a lo.Sparse whose pattern is "
-            "static") from None
-    pat, pos = Pattern.from_coo_with_map(ind[:, 0], ind[:, 1], M.shape)
-    values = jax.ops.segment_sum(M.data, pos, num_segments=pat.nnz)
+            f"a {kind} whose indices are traced (passed as a jit argument) has no static "
+            f"pattern; build lo.aslinop(M) outside jax.jit, or pass a lo.Sparse whose pattern "
+            f"is static") from None
+    keep = (rows < M.shape[0]) & (cols < M.shape[1])   # JAX's padding: index = shape, value 0
+    if not keep.all():
+        rows, cols, data = rows[keep], cols[keep], data[np.flatnonzero(keep)]
+    pat, pos = Pattern.from_coo_with_map(rows, cols, M.shape)
+    values = jax.ops.segment_sum(data, pos, num_segments=pat.nnz)
     return Sparse(values, pat)
 
 

@@ -72,10 +72,12 @@ class _Layout:
                 parts.append(jnp.zeros((r,) + tail, dtype))
                 continue
             vals = jnp.asarray(vals, dtype)
-            acc = vals[:, 0].reshape((-1,) + (1,) * len(tail)) * X[idx[:, 0]]
-            for j in range(1, idx.shape[1]):
-                acc = acc + vals[:, j].reshape((-1,) + (1,) * len(tail)) * X[idx[:, j]]
-            parts.append(acc)
+            # one (r, c) gather and a sum over the c positions: a fixed number of operations
+            # per group whatever its row length (a position-by-position loop put c operations
+            # in the module: a family's pullback row of 7 840 entries compiled for minutes)
+            gathered = X[idx]                                  # (r, c) + tail
+            parts.append(jnp.sum(vals.reshape(vals.shape + (1,) * len(tail)) * gathered,
+                                 axis=1))
         out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
         return out if self.unpermute is None else out[self.unpermute]
 

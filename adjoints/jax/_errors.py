@@ -43,6 +43,8 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from . import _ffi
+
 __all__ = ["check", "guard", "record", "register_message", "raise_for", "qualified_name",
            "add_error_hook"]
 
@@ -160,7 +162,10 @@ def check(status, info=None):
     status = jnp.asarray(status, jnp.int32)
     if info is None:
         info = jnp.zeros(status.shape + (0,), jnp.float32)
-    info = jax.lax.stop_gradient(jnp.asarray(info))
+    info = jnp.asarray(info)
+    if info.dtype not in (jnp.float32, jnp.float64):   # the FFI handler reads f32/f64 buffers
+        info = jnp.real(info).astype(jnp.float32)        # (float16/bfloat16 numbers, say)
+    info = jax.lax.stop_gradient(info)
     return check_p.bind(jax.lax.stop_gradient(status), info)
 
 
@@ -207,77 +212,8 @@ def _check_batch(args, dims):
 batching.primitive_batchers[check_p] = _check_batch
 
 
-# ----- CPU: an XLA FFI handler written with ctypes -----------------------------------------------
-# The structures below mirror xla/ffi/api/c_api.h (API version 0.1) field for field; only the
-# fields the handler reads are used. Writing them in ctypes avoids shipping a compiled extension.
-class _ExtBase(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("type", C.c_int), ("next", C.c_void_p)]
-
-
-class _ApiVersion(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
-                ("major_version", C.c_int), ("minor_version", C.c_int)]
-
-
-class _Metadata(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("api_version", _ApiVersion),
-                ("traits", C.c_uint32)]
-
-
-class _MetadataExt(C.Structure):
-    _fields_ = [("extension_base", _ExtBase), ("metadata", C.POINTER(_Metadata))]
-
-
-class _Buffer(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p), ("dtype", C.c_int),
-                ("data", C.c_void_p), ("rank", C.c_int64), ("dims", C.POINTER(C.c_int64))]
-
-
-class _Args(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
-                ("size", C.c_int64), ("types", C.c_void_p), ("args", C.POINTER(C.c_void_p))]
-
-
-class _Attrs(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
-                ("size", C.c_int64), ("types", C.c_void_p), ("names", C.c_void_p),
-                ("attrs", C.c_void_p)]
-
-
-class _ErrorArgs(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
-                ("message", C.c_char_p), ("errc", C.c_int)]
-
-
-_ErrorCreate = C.CFUNCTYPE(C.c_void_p, C.POINTER(_ErrorArgs))
-
-
-class _Api(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.c_void_p),
-                ("api_version", _ApiVersion), ("internal_api", C.c_void_p),
-                ("error_create", _ErrorCreate)]
-
-
-class _CallFrame(C.Structure):
-    _fields_ = [("struct_size", C.c_size_t), ("extension_start", C.POINTER(_ExtBase)),
-                ("api", C.POINTER(_Api)), ("ctx", C.c_void_p), ("stage", C.c_int),
-                ("args", _Args), ("rets", _Args), ("attrs", _Attrs), ("future", C.c_void_p)]
-
-
-_FFI_METADATA = 1
-_FFI_DTYPES = {4: np.int32, 11: np.float32, 12: np.float64}
+# ----- CPU: an XLA FFI handler written with ctypes (the C ABI mirror is adjoints.jax._ffi) ------
 _keep_messages: list[bytes] = []   # XLA copies the message, but keep it alive through the call
-
-
-def _view(buf: _Buffer) -> np.ndarray:
-    """A numpy view of an FFI buffer (the caller copies it before XLA reuses the memory)."""
-    shape = tuple(buf.dims[i] for i in range(buf.rank))
-    dtype = np.dtype(_FFI_DTYPES[buf.dtype])
-    n = int(np.prod(shape)) if shape else 1
-    if n == 0 or not buf.data:
-        return np.zeros(shape, dtype)
-    raw = (C.c_char * (n * dtype.itemsize)).from_address(buf.data)
-    return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
 def _handler(frame_ptr):
@@ -285,29 +221,22 @@ def _handler(frame_ptr):
     returning an XLA error whose message is ``<module>.<Exception>: <text>``."""
     frame = frame_ptr.contents
     try:
-        if frame.extension_start and frame.extension_start.contents.type == _FFI_METADATA:
-            ext = C.cast(frame.extension_start, C.POINTER(_MetadataExt)).contents
-            md = ext.metadata.contents
-            md.api_version.major_version = 0
-            md.api_version.minor_version = 1
-            md.traits = 0
+        if _ffi.answer_metadata(frame):
             return None
-        status = _view(C.cast(frame.args.args[0], C.POINTER(_Buffer)).contents)
-        info = _view(C.cast(frame.args.args[1], C.POINTER(_Buffer)).contents)
+        status = _ffi.view(C.cast(frame.args.args[0], C.POINTER(_ffi.Buffer)).contents)
+        info = _ffi.view(C.cast(frame.args.args[1], C.POINTER(_ffi.Buffer)).contents)
         raise_for(status.copy(), info.copy())
         return None
     except BaseException as e:  # never let an exception escape into C (ctypes would swallow it)
         name = qualified_name(type(e))
         msg = f"{name}: {e}".encode("utf-8", "replace")
         _keep_messages[:] = [msg]
-        args = _ErrorArgs(C.sizeof(_ErrorArgs), None, msg, _ERRC.get(type(e).__name__, 9))
+        args = _ffi.ErrorArgs(C.sizeof(_ffi.ErrorArgs), None, msg, _ERRC.get(type(e).__name__, 9))
         return frame.api.contents.error_create(C.byref(args))
 
 
-_HANDLER = C.CFUNCTYPE(C.c_void_p, C.POINTER(_CallFrame))(_handler)
 _TARGET = "adjoints_jax_check"
-jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(C.cast(_HANDLER, C.c_void_p).value),
-                            platform="cpu")
+_ffi.register(_TARGET, _handler)
 
 
 def _check_lowering_cpu(ctx, status, info):

@@ -1,24 +1,21 @@
-"""JAX: log-determinants, entries of the inverse and eigenpairs of sparse matrices under
-``grad``, ``jvp``, ``vmap`` and ``jit``.
+"""JAX: log-determinants, entries of the inverse and eigenpairs of sparse matrices under every
+JAX transform (``grad``, ``jvp``, ``vmap``, ``jit`` and second order: ``hessian``, ``jvp`` of
+``grad``, ``jacfwd(jacrev)``).
 
-Each function is a ``jax.custom_jvp`` whose primal is one host computation through
-``jax.pure_callback`` (``solvers.init``: one factorization) and whose tangent is written in jnp,
-linear in the tangent of A's values, so JAX transposes it for reverse mode by itself:
+``slogdet``/``logdet`` and ``inv_sample`` go through the same bridge as ``adj.solve``: the
+factorization is ``factorize_p`` in the live-factorization store (counted in ``adj.stats()``,
+shared with solves of the same values, freed by the same rules) and the queries are the host
+primitives of :mod:`adjoints.jax._queries`, whose tangents are solves with that factorization:
 
-- ``slogdet``/``logdet``: d log det A = tr(A⁻¹dA) = Σₑ (A⁻¹)_{cₑ rₑ} dvₑ, the selected inverse on
-  Aᵀ's pattern from the SAME factorization as the value (one host call per linearization point);
-- ``inv_sample``: d(A⁻¹)ᵣ꜀ = −(A⁻¹ dA A⁻¹)ᵣ꜀, from the rows R and columns C of A⁻¹ asked for
-  (|R| transpose solves and |C| solves with that factorization);
-- ``eigsh``: dλᵢ = Re(vᵢᴴ dA vᵢ); dvᵢ exactly inside the k computed eigenvectors and by a
-  projected solve outside them (``jax.lax.custom_linear_solve``, so its transpose is a solve too).
+- d log|det A| = Re tr(A⁻¹dA) = Re Σₑ (A⁻¹)_{cₑ rₑ} dvₑ: the selected inverse on Aᵀ's pattern
+  from the same factors (one host query per linearization point);
+- d(A⁻¹)ᵣ꜀ = −(A⁻¹ dA A⁻¹)ᵣ꜀: solves with the same factorization for the rows and columns of
+  A⁻¹ involved, in blocks; so the hessian of log det, −tr(A⁻¹dA A⁻¹dA'), is exact too.
 
-Dense jax arrays go to jnp.linalg (``slogdet``, ``inv``, ``eigh``), whose derivatives JAX has.
-``vmap`` runs the host computations one batch member at a time (``vmap_method='sequential'``).
-
-Once the factorization primitives of ``adjoints.jax`` (``adj.factorize``) are public, the
-eigenvector projected solves should reuse the eigensolver's factorization through them; here
-each ``custom_linear_solve`` call factorizes A − σI once more on the host (documented in
-:func:`eigsh`).
+``eigsh`` is a ``jax.custom_jvp`` whose primal is one host computation through
+``jax.pure_callback``; its tangent is written in jnp (dλᵢ = Re(vᵢᴴ dA vᵢ), dvᵢ by a projected
+solve). Dense jax arrays go to jnp.linalg (``slogdet``, ``inv``, ``eigh``), whose derivatives
+JAX has.
 """
 
 from __future__ import annotations
@@ -31,27 +28,13 @@ import numpy as np
 
 import linops as lo
 import solvers as sv
-from linops.internals import csr_parts, dense_array
+from linops.internals import ShapeError, csr_parts, dense_array
 
-
-class _Static:
-    """A hashable wrapper of an index array (a static argument of a custom_jvp)."""
-
-    def __init__(self, a):
-        self.a = np.asarray(a, dtype=np.int64)
-        self._h = hash(self.a.tobytes())
-
-    def __hash__(self):
-        return self._h
-
-    def __eq__(self, other):
-        return isinstance(other, _Static) and np.array_equal(self.a, other.a)
-
-
-def _alg(alg, posdef):
-    if alg is not None:
-        return alg
-    return sv.Cholesky() if posdef else sv.LU()
+from . import _factor as _fac
+from . import _queries
+from ._factor import Factorization
+from ._live import Spec
+from ._solve import _as_jax, working_dtype
 
 
 def _sparse_parts(A):
@@ -64,16 +47,30 @@ def _dense(A):
     return jnp.asarray(A if a is None else a)
 
 
-def _init(values, pattern, alg):
-    return sv.init(sv.LinearProblem(lo.Sparse(np.asarray(values), pattern)), alg)
-
-
-def _concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
 def _real(dtype):
     return jnp.zeros((), dtype).real.dtype
+
+
+def _factorization(A, alg, posdef: bool):
+    """A Factorization of the sparse A for log det and inverse entries (A itself if it is one),
+    or None when A is dense. Without ``alg``: Cholesky when ``posdef`` else LU, and any live
+    factorization of the same values with selected inversion serves (a solve's, say)."""
+    if isinstance(A, Factorization):
+        if alg is not None:
+            raise TypeError(f"a Factorization answers with its own algorithm ({A.spec.alg!r}); "
+                            f"alg must be None, got {alg!r}")
+        return A
+    parts = _sparse_parts(A)
+    if parts is None:
+        return None
+    raw, P = parts
+    v = _as_jax(raw, "A.values")
+    v = v.astype(working_dtype(v.dtype))
+    auto = alg is None
+    alg = (sv.Cholesky() if posdef else sv.LU()) if auto else alg
+    spec = Spec(P, alg, hermitian=True if posdef else None, posdef=True if posdef else None,
+                needs="logdet", auto=auto)
+    return _fac.make(v, spec, raw)
 
 
 # ----- slogdet / logdet --------------------------------------------------------------------------
@@ -82,10 +79,13 @@ def slogdet(A, alg=None, *, posdef: bool = False):
 
     Parameters
     ----------
-    A : lo.Sparse (jax or numpy values; ``fam(θ)``), a dense jax array or lo.Dense
+    A : lo.Sparse (jax or numpy values; ``fam(θ)``), an ``adj.Factorization``, a dense jax
+        array or lo.Dense
     alg : solvers algorithm, optional
         The host factorization of a sparse A: default ``sv.Cholesky()`` when ``posdef``,
-        ``sv.LU()`` otherwise (any direct method with ``cache.logdet()``).
+        ``sv.LU()`` otherwise (any direct method with ``cache.logdet()``; derivatives need
+        selected inversion: SuperLU, CHOLMOD). Without it, a live factorization of the same
+        values that has selected inversion is used (one a solve of the same matrix made).
     posdef : bool
         A is Hermitian positive definite (CHOLMOD, half the work).
 
@@ -97,14 +97,18 @@ def slogdet(A, alg=None, *, posdef: bool = False):
     Raises
     ------
     solvers.SingularMatrixError, solvers.NotHermitianError, solvers.BackendNotSupported
-        Eager: as in ``solvers``; under jit, a runtime error naming them.
+        Eager: as in ``solvers``; under jit, a runtime error whose first line names them.
 
     Notes
     -----
-    Cost: one host factorization per linearization point; under ``grad``/``jvp`` its selected
-    inverse on Aᵀ's pattern (about two factorizations' flops, O(nnz(L)) memory) gives the
-    tangent tr(A⁻¹dA) — the gradient with respect to the stored values is (A⁻ᵀ)ᵣ꜀ on A's pattern
-    (JAX's convention: no conjugation). ``d sign = sign·i·Im tr(A⁻¹dA)`` for complex A.
+    Cost: one host factorization per linearization point, counted in ``adj.stats()`` and
+    shared with solves of the same values; under ``grad``/``jvp`` its selected inverse on Aᵀ's
+    pattern (about two factorizations' flops, O(nnz(L)) memory) gives the tangent tr(A⁻¹dA) —
+    the gradient with respect to the stored values is (A⁻ᵀ)ᵣ꜀ on A's pattern (JAX's convention:
+    no conjugation). ``d sign = sign·i·Im tr(A⁻¹dA)`` for complex A. Second order (``hessian``,
+    ``jvp`` of ``grad``): −tr(A⁻¹dA A⁻¹dA') by solves with the same factorization, about 2n
+    solve columns per direction in blocks of at most 64 columns (memory O(64·n)); reverse over
+    reverse (``jacrev(jacrev)``) stores those columns (O(n²)): prefer ``jax.hessian``.
 
     Examples
     --------
@@ -117,17 +121,23 @@ def slogdet(A, alg=None, *, posdef: bool = False):
     >>> f = lambda v: adj.logdet(lo.Sparse(v, K.pattern))
     >>> [round(float(x), 5) for x in jax.jit(jax.grad(f))(jnp.asarray(K.values)) * 5]  # A⁻ᵀ·5
     [3.0, -1.0, -1.0, 2.0]
+    >>> h = jax.hessian(f)(jnp.asarray(K.values))        # −(A⁻ᵀ)_{c r'}(A⁻ᵀ)_{c' r}
+    >>> round(float(h[0, 0]) * 25, 10)                    # −((A⁻¹)₀₀)² · 25 = −9
+    -9.0
     """
-    parts = _sparse_parts(A)
-    if parts is None:
+    F = _factorization(A, alg, posdef)
+    if F is None:
         return jnp.linalg.slogdet(_dense(A))
-    v, P = parts
-    alg = _alg(alg, posdef)
-    if _concrete(v):
-        s, ld = _init(v, P, alg).logdet()
-        dt = jnp.asarray(v).dtype
-        return jnp.asarray(s, dt), jnp.asarray(ld, _real(dt))
-    return _slogdet(jnp.asarray(v), P, alg)
+    if F.spec.pattern.shape[0] == 0:
+        dt = F.values.dtype
+        return jnp.ones(F.values.shape[:-1], dt), jnp.zeros(F.values.shape[:-1], _real(dt))
+    lead = F.key.ndim - 1
+    if lead:   # a batch of factorizations (vmapped F, stacked F)
+        fn = lambda k, v: tuple(_queries.slogdet(k, v, F.spec, None))   # noqa: E731
+        for _ in range(lead):
+            fn = jax.vmap(fn)
+        return fn(F.key, F.values)
+    return _queries.slogdet(F.key, F.values, F.spec, F.site)
 
 
 def logdet(A, alg=None, *, posdef: bool = False):
@@ -142,41 +152,6 @@ def logdet(A, alg=None, *, posdef: bool = False):
     return slogdet(A, alg, posdef=posdef)[1]
 
 
-def _shapes(v):
-    dt = v.dtype
-    return (jax.ShapeDtypeStruct((), dt), jax.ShapeDtypeStruct((), _real(dt)))
-
-
-@partial(jax.custom_jvp, nondiff_argnums=(1, 2))
-def _slogdet(v, P, alg):
-    def host(vals):
-        s, ld = _init(vals, P, alg).logdet()
-        return np.asarray(s, vals.dtype), np.asarray(ld, np.zeros((), vals.dtype).real.dtype)
-
-    return jax.pure_callback(host, _shapes(v), v, vmap_method="sequential")
-
-
-@_slogdet.defjvp
-def _slogdet_jvp(P, alg, primals, tangents):
-    (v,), (dv,) = primals, tangents
-
-    def host(vals):
-        cache = _init(vals, P, alg)
-        s, ld = cache.logdet()
-        z = np.asarray(sv.selected_inverse(cache).sample(P.indices, P.rows))  # A⁻¹[c, r]
-        rd = np.zeros((), vals.dtype).real.dtype
-        return np.asarray(s, vals.dtype), np.asarray(ld, rd), z.astype(vals.dtype)
-
-    shapes = _shapes(v) + (jax.ShapeDtypeStruct(v.shape, v.dtype),)
-    s, ld, z = jax.pure_callback(host, shapes, v, vmap_method="sequential")
-    t = jnp.sum(z * dv)
-    if jnp.iscomplexobj(v):
-        ds = s * (1j * jnp.imag(t))
-    else:
-        ds = jnp.zeros_like(s)
-    return (s, ld), (ds, jnp.real(t))
-
-
 # ----- entries of the inverse --------------------------------------------------------------------
 def inv_sample(A, rows, cols, alg=None, *, posdef: bool = False):
     """The entries A⁻¹[rows[k], cols[k]], differentiable under every JAX transform.
@@ -185,18 +160,24 @@ def inv_sample(A, rows, cols, alg=None, *, posdef: bool = False):
     filled pattern by a solve per distinct column); the tangent −(A⁻¹ dA A⁻¹)[r, c] from the
     rows R and columns C of A⁻¹ involved: |R| + |C| solves with the same factorization and an
     O(nnz·|C|) product. So derivatives of a few entries (a local density of states, a Green's
-    function element) are cheap, and of the whole diagonal cost 2n solves.
+    function element) are cheap, and of the whole diagonal cost 2n solves; second derivatives
+    differentiate those solves (each again a solve with the same factorization).
 
     Parameters
     ----------
-    A : lo.Sparse, a dense jax array or lo.Dense
-    rows, cols : 1-D integer arrays (concrete)
+    A : lo.Sparse, an ``adj.Factorization``, a dense jax array or lo.Dense
+    rows, cols : 1-D integer arrays (concrete), of one length
     alg, posdef
         As for :func:`slogdet`.
 
     Returns
     -------
     jax array (len(rows),)
+
+    Raises
+    ------
+    ShapeError
+        rows and cols of different lengths, or outside [0, n).
 
     Examples
     --------
@@ -208,53 +189,29 @@ def inv_sample(A, rows, cols, alg=None, *, posdef: bool = False):
     >>> [round(float(x), 4) for x in g(jnp.asarray(K.values)) * 25]   # −(A⁻ᵀe₀)(A⁻¹e₀)ᵀ
     [-9.0, 3.0, 3.0, -1.0]
     """
-    rows = np.asarray(rows, dtype=np.int64)
-    cols = np.asarray(cols, dtype=np.int64)
-    parts = _sparse_parts(A)
-    if parts is None:
-        a = _dense(A)
-        return jnp.linalg.inv(a)[rows, cols]
-    v, P = parts
-    alg = _alg(alg, posdef)
-    if _concrete(v):
-        cache = _init(v, P, alg)
-        return jnp.asarray(np.asarray(lo.sample(sv.inverse(cache), rows, cols)))
-    return _inv_sample(jnp.asarray(v), P, _Static(rows), _Static(cols), alg)
-
-
-@partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
-def _inv_sample(v, P, rows, cols, alg):
-    def host(vals):
-        cache = _init(vals, P, alg)
-        return np.asarray(lo.sample(sv.inverse(cache), rows.a, cols.a)).astype(vals.dtype)
-
-    return jax.pure_callback(host, jax.ShapeDtypeStruct(rows.a.shape, v.dtype), v,
-                             vmap_method="sequential")
-
-
-@_inv_sample.defjvp
-def _inv_sample_jvp(P, rows, cols, alg, primals, tangents):
-    (v,), (dv,) = primals, tangents
-    n = P.shape[0]
-    R, ri = np.unique(rows.a, return_inverse=True)
-    C, ci = np.unique(cols.a, return_inverse=True)
-
-    def host(vals):
-        cache = _init(vals, P, alg)
-        out = np.asarray(lo.sample(sv.inverse(cache), rows.a, cols.a))
-        ER = np.zeros((n, R.size), vals.dtype)
-        ER[R, np.arange(R.size)] = 1
-        EC = np.zeros((n, C.size), vals.dtype)
-        EC[C, np.arange(C.size)] = 1
-        ZC = np.asarray(cache.solve(EC))                 # A⁻¹[:, C]
-        ZR = np.asarray(cache.solve_transpose(ER)).T     # A⁻¹[R, :]
-        return out.astype(vals.dtype), ZR.astype(vals.dtype), ZC.astype(vals.dtype)
-
-    shapes = (jax.ShapeDtypeStruct(rows.a.shape, v.dtype),
-              jax.ShapeDtypeStruct((R.size, n), v.dtype), jax.ShapeDtypeStruct((n, C.size), v.dtype))
-    out, ZR, ZC = jax.pure_callback(host, shapes, v, vmap_method="sequential")
-    Y = jax.ops.segment_sum(dv[:, None] * ZC[P.indices], P.rows, n)   # dA A⁻¹[:, C]
-    return out, -jnp.sum(ZR[ri] * Y[:, ci].T, axis=1)
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    cols = np.asarray(cols, dtype=np.int64).reshape(-1)
+    F = _factorization(A, alg, posdef)
+    n = (F.shape if F is not None else _dense(A).shape)[0]
+    if rows.shape != cols.shape:
+        raise ShapeError(f"inv_sample needs rows and cols of one length, got rows.shape="
+                         f"{rows.shape} and cols.shape={cols.shape}")
+    bad = (rows < 0) | (rows >= n) | (cols < 0) | (cols >= n)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ShapeError(f"inv_sample position ({int(rows[k])}, {int(cols[k])}) is outside a "
+                         f"matrix of shape ({n}, {n})")
+    if F is None:
+        return jnp.linalg.inv(_dense(A))[rows, cols]
+    if rows.size == 0 or n == 0:
+        return jnp.zeros(F.values.shape[:-1] + (rows.size,), F.values.dtype)
+    lead = F.key.ndim - 1
+    if lead:
+        fn = lambda k, v: _queries.inv_entries(k, v, F.spec, None, rows, cols)   # noqa: E731
+        for _ in range(lead):
+            fn = jax.vmap(fn)
+        return fn(F.key, F.values)
+    return _queries.inv_entries(F.key, F.values, F.spec, F.site, rows, cols)
 
 
 # ----- eigenpairs --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import linops as lo
 from linops.internals import ShapeError
 
-from ._solve import _as_jax, _drop_padding, _is_jax_sparse
+from ._solve import _as_jax, _is_jax_sparse
 from ._spmm import spmm
 
 
@@ -65,12 +65,12 @@ def matmul(L: Any, R: Any) -> jax.Array:
     if not (l_sp or r_sp):
         return jnp.matmul(_plain(L), _plain(R))
     if l_sp:
-        A = lo.aslinop(_drop_padding(L) if _is_jax_sparse(L) else L)
+        A = lo.aslinop(L)
         X = _as_jax(R, "X")
         if X.ndim not in (1, 2) or X.shape[0] != A.shape[1]:
             raise ShapeError(f"A @ X with A.shape={A.shape} but X.shape={tuple(X.shape)}")
         return spmm(_as_jax(A.values, "A.values"), X, A.pattern, "N")
-    A = lo.aslinop(_drop_padding(R) if _is_jax_sparse(R) else R)
+    A = lo.aslinop(R)
     X = _as_jax(L, "X")
     if X.ndim not in (1, 2) or X.shape[-1] != A.shape[0]:
         raise ShapeError(f"X @ A with X.shape={tuple(X.shape)} but A.shape={A.shape}")

@@ -2,19 +2,20 @@
 call, so that a step of ``lax.scan`` / ``fori_loop`` / ``while_loop`` never enters Python.
 
 Only the LOWERING of the solve primitive changes: its jvp, transpose and vmap rules, the
-factorize primitive, the live store (:mod:`adjoints.jax._live`) and its lifetime policy are the
-ones of :mod:`adjoints.jax._host`. The hook there (``_solve_lowering``) asks :func:`applies`
-and, when it says yes, emits :func:`lower_solve` instead of the Python callback.
+factorize primitive, the live store (:class:`adjoints.jax._live.Store`) and its lifetime policy
+are the ones of :mod:`adjoints.jax._host`. The hook there (``_solve_lowering``) asks
+:func:`applies` and, when it says yes, emits :func:`lower_solve` instead of the Python callback.
 
 When it applies: the native extension ``solvers._native`` is built (against the XLA FFI API
-this jaxlib serves), the computation runs on the CPU, the algorithm is ``sv.KLU`` (the factors the FFI handler can solve with), and the
-solve sits inside a loop body or a branch of a compiled module whose factorization is NOT made
-inside a loop of that module (one made before the loop, or an ``adj.factorize`` passed in).
-Those are exactly the consumers whose reference counts the live store ignores (a site that
-factorizes straight but is consumed inside a loop keeps its factorization until its next run),
-so skipping the Python callback changes no lifetime. Straight-line solves (run once per call)
-and solves with a factorization made inside the loop keep the callback, whose reference counts
-free or recycle the factorization exactly as before.
+this jaxlib serves), the computation runs on the CPU, the algorithm is ``sv.KLU`` (the factors
+the FFI handler can solve with), and the solve sits inside a loop body or a branch of a
+compiled module whose factorizations of that key are NOT made inside a loop of that module
+(one made straight before the loop, or an ``adj.factorize`` passed in). Those factorizations
+are kept by claims that do not depend on the consumer's callback — the pins of a straight
+factorize operation last until its run ends, a passed-in Factorization is held by its Python
+object — so skipping the Python callback frees nothing early. Straight-line solves (run once
+per call, whose references an exact site counts) and solves with a factorization made inside
+the loop keep the callback, which frees or recycles the factorization exactly as before.
 
 The handle is a value XLA passes: the int32 key of the live store. The native table maps keys
 to KLU factor handles (``solvers._native.alias``); the alias is made by the first call that
@@ -91,12 +92,13 @@ def _alias(keys: np.ndarray) -> None:
     """Alias every key whose live entry holds a KLU factor to that factor's native handle
     (under the store's lock: a release cannot pass in between); later calls stay native."""
     mod = native()
-    with _live.REGISTRY.lock:
-        for k in np.unique(keys):
-            e = _live.REGISTRY.entries.get(int(k))
-            f = getattr(getattr(e, "cache", None), "factor", None)
-            if isinstance(f, KLUFactor):
-                mod.alias(int(k), f.handle)
+
+    def alias(k, cache):
+        f = getattr(cache, "factor", None)
+        if isinstance(f, KLUFactor):
+            mod.alias(k, f.handle)
+
+    _live.STORE.each_cache(np.unique(keys), alias)
 
 
 def _fallback(fid, bufs, msg, cap, errc) -> int:
@@ -158,8 +160,8 @@ def available() -> bool:
         return False
     jax.ffi.register_ffi_target(TARGET, handlers[TARGET], platform="cpu")
     mod.set_fallback(C.cast(_C_FALLBACK, C.c_void_p).value)
-    _live.RELEASE_HOOKS.append(_unalias)
-    _live.COUNT_HOOKS.append(_drain)
+    _live.STORE.on_release(_unalias)
+    _live.STORE.on_count(_drain)
     return True
 
 
@@ -176,11 +178,17 @@ def _same_ffi_api(built) -> bool:
     return built[0] == major and built[1] <= minor
 
 
-def applies(ctx, spec, state, straight: bool) -> bool:
-    """Whether this consumer of ``state`` lowers to the FFI solve (see the module docstring)."""
-    return (ENABLED and not straight and isinstance(spec.alg, sv.KLU)
-            and (state.factorize_eqns == 0 or state.factorize_straight)
-            and tuple(ctx.module_context.platforms) == ("cpu",) and available())
+def applies(ctx, spec, op) -> bool:
+    """Whether consumer operation ``op`` (an :class:`adjoints.jax._sites.Op`, just lowered)
+    lowers to the FFI solve (see the module docstring): not straight, KLU, the CPU, and no
+    factorize operation of its site (of the module, for a key that came through a carry or an
+    argument) inside a loop or branch."""
+    if not (ENABLED and not op.straight and isinstance(spec.alg, sv.KLU)
+            and tuple(ctx.module_context.platforms) == ("cpu",)):
+        return False
+    made = [o for o in op.module.ops if o.kind == "factorize"
+            and (op.site is None or o.site is op.site)]
+    return all(o.straight for o in made) and available()
 
 
 class _Ticket:

@@ -21,6 +21,7 @@ from . import _factor as _fac
 from . import _host
 from ._factor import Factorization
 from ._host import Stats
+from ._live import Spec
 from ._solves import dense_factor, diagonal_factor, gpu_sparse_factor, krylov_factor
 
 ensure_jax_pytrees()
@@ -97,7 +98,8 @@ def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
 
     Returns
     -------
-    u : jax array of shape b.shape and dtype ``result_type(A, b)``.
+    u : jax array of shape b.shape and dtype ``result_type(A, b)`` (JAX's promotion: a float32
+        A with a float64 b is solved in float64; half precisions are solved in float32).
 
     Raises
     ------
@@ -158,7 +160,7 @@ def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,
     if b.ndim not in (1, 2) or b.shape[0] != shape[0]:
         raise ShapeError(f"solve needs b of shape (n,) or (n, k) with n={shape[0]}: "
                          f"A.shape={shape}, b.shape={tuple(b.shape)}")
-    dtype = jnp.result_type(_dtype_of(op), b.dtype)
+    dtype = working_dtype(jnp.result_type(_dtype_of(op), b.dtype))
     if b.size == 0:   # n = 0 or no columns: nothing to solve, an empty result (any path)
         return jnp.zeros(b.shape, dtype)
     return _factor(op, dtype, alg, hermitian, posdef)(b.astype(dtype))
@@ -227,9 +229,14 @@ def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
     >>> jax.lax.scan(step, jnp.array([1.0, 2.0]), None, length=3)[0].tolist()
     [0.015625, 0.03125]
     """
-    alg = _resolve(alg)
     if isinstance(A, Factorization):
+        if alg is not None or hermitian is not None or posdef is not None:
+            raise TypeError(f"factorize(F) of a Factorization returns F itself, with its own "
+                            f"algorithm ({A.spec.alg!r}); alg, hermitian and posdef must be None "
+                            f"(got alg={alg!r}, hermitian={hermitian!r}, posdef={posdef!r}): "
+                            f"to factorize with another algorithm, pass the matrix")
         return A
+    alg = _resolve(alg)
     op = _coerce(A)
     parts = csr_parts(op) if isinstance(op, lo.LinearOperator) else None
     if parts is None:
@@ -244,7 +251,8 @@ def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
     if _platform(values) == "gpu":
         raise sv.BackendNotSupported("factorize keeps host factors (CPU); on a GPU call "
                                      "adj.solve(A, b), which solves on the device")
-    spec = _host.Spec(pattern, alg, hermitian, posdef, explicit=True)
+    values = values.astype(working_dtype(values.dtype))
+    spec = Spec(pattern, alg, hermitian, posdef, auto=isinstance(alg, sv.Auto))
     return _fac.make(values, spec, raw)
 
 
@@ -254,29 +262,7 @@ def _coerce(A):
         A = dense_array(A)
     if not isinstance(A, lo.LinearOperator) and _is_plain_array(A):
         return _as_jax(A, "A")
-    if _is_jax_sparse(A):
-        A = _drop_padding(A)
-    return lo.aslinop(A)
-
-
-def _drop_padding(M):
-    """A BCOO/BCSR without JAX's padding entries (index = shape: out of bounds, value 0, as
-    ``BCOO.fromdense(M, nse=...)`` and ``sum_duplicates`` leave them). Traced indices are left
-    for ``lo.aslinop`` to refuse."""
-    from jax.experimental import sparse as jsp
-
-    if isinstance(M, jsp.BCSR):
-        M = M.to_bcoo()
-    if not isinstance(M, jsp.BCOO) or M.n_batch or M.n_dense or M.ndim != 2:
-        return M
-    try:
-        ind = np.asarray(M.indices)
-    except jax.errors.TracerArrayConversionError:
-        return M
-    keep = np.all(ind < np.asarray(M.shape), axis=1)
-    if keep.all():
-        return M
-    return jsp.BCOO((M.data[keep], ind[keep]), shape=M.shape)
+    return lo.aslinop(A)   # BCOO/BCSR: concrete indices, JAX's padding entries dropped
 
 
 def _dtype_of(op):
@@ -299,7 +285,10 @@ def _factor(op, dtype, alg, hermitian=None, posdef=None) -> Callable:
         values = _as_jax(raw, "A.values")
         if _platform(values) == "gpu":
             return gpu_sparse_factor(values, pattern, dtype)
-        spec = _host.Spec(pattern, alg, hermitian, posdef)
+        # JAX's promotion: a float32 A with a float64 b is factorized in float64 (a real A
+        # stays real for a complex b: its factors solve the real and imaginary parts)
+        values = values.astype(jnp.promote_types(values.dtype, jnp.finfo(dtype).dtype))
+        spec = Spec(pattern, alg, hermitian, posdef, auto=isinstance(alg, sv.Auto))
         F = _fac.make(values, spec, raw)   # made where the values are: once per values
         return F.solve
     if kind == "dense":
@@ -334,6 +323,15 @@ def _woodbury(B, U, V, dtype, alg) -> Callable:
         return y - Z @ small(Vh @ y)
 
     return apply
+
+
+def working_dtype(dtype):
+    """The dtype solves run and answer in: ``dtype`` (JAX's promotion of A's and b's), half
+    precisions (float16, bfloat16) raised to float32 as ``solvers`` works them."""
+    dtype = jnp.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.inexact) and jnp.finfo(dtype).bits < 32:
+        return jnp.dtype(jnp.float32)
+    return dtype
 
 
 def _resolve(alg):

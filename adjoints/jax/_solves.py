@@ -61,6 +61,10 @@ _NONFINITE_D = register_message(
 _NONFINITE_B = register_message(
     sv.NonFiniteInputError,
     "b contains {2} at index ({0}, {1}) (column 0 for a vector b); NaN/Inf in the right-hand side")
+_NONFINITE_CT = register_message(
+    sv.NonFiniteInputError,
+    "the cotangent flowing back into this solve contains {2} at index ({0}, {1}) (column 0 "
+    "for a vector); NaN/Inf in the gradient of what follows the solve")
 _NONFINITE_X = register_message(
     sv.SolveError, "the solve produced NaN/Inf at index ({0}, {1}) (adjoints.jax); "
     + sv.Status.NONFINITE.message)
@@ -111,10 +115,11 @@ def _pivot_status(d, rtol, template: int):
     return jnp.where(bad, template, 0), info
 
 
-def check_rhs(b):
+def check_rhs(b, cotangent: bool = False):
     """b, guarded: NonFiniteInputError naming its first NaN/Inf (inside the solve functions:
-    custom_linear_solve never traces them for linearity)."""
-    st, info = _first_bad(jnp.isfinite(b), b, _NONFINITE_B)
+    custom_linear_solve never traces them for linearity). ``cotangent``: b is the cotangent a
+    transpose solve receives, and the message says so."""
+    st, info = _first_bad(jnp.isfinite(b), b, _NONFINITE_CT if cotangent else _NONFINITE_B)
     return guard(b, st, info)
 
 
@@ -167,6 +172,7 @@ def dense_factor(a, dtype, alg, posdef: bool | None) -> Callable:
             return _finite_solution(st_(L, y, lower=True, trans="C"))
 
         def tsolve(_, r):   # Aᵀ = conj(A) for Hermitian A
+            r = check_rhs(r, cotangent=True)
             return jnp.conj(solve(None, jnp.conj(r)))
     else:
         lu, piv = jax.scipy.linalg.lu_factor(ac)
@@ -178,7 +184,7 @@ def dense_factor(a, dtype, alg, posdef: bool | None) -> Callable:
             return _finite_solution(lu_solve((lu, piv), check_rhs(r), trans=0))
 
         def tsolve(_, r):
-            return _finite_solution(lu_solve((lu, piv), check_rhs(r), trans=1))
+            return _finite_solution(lu_solve((lu, piv), check_rhs(r, True), trans=1))
 
     return lambda b: jax.lax.custom_linear_solve(lambda x: a @ x, b, solve, tsolve)
 
@@ -206,9 +212,10 @@ def diagonal_factor(d, dtype, alg) -> Callable:
         def solve(_, r):
             return check_rhs(r) / dc.reshape(shape)
 
-        # symmetric: a diagonal is its own transpose, so the transpose solve is the solve
-        return jax.lax.custom_linear_solve(lambda x: d.reshape(shape) * x, b, solve,
-                                           symmetric=True)
+        def tsolve(_, r):   # a diagonal is its own transpose: the same division
+            return check_rhs(r, cotangent=True) / dc.reshape(shape)
+
+        return jax.lax.custom_linear_solve(lambda x: d.reshape(shape) * x, b, solve, tsolve)
 
     return apply
 
@@ -256,8 +263,8 @@ def krylov_factor(A: lo.LinearOperator, dtype, alg, hermitian, posdef) -> Callab
 
     eps = float(np.finfo(np.dtype(dtype)).eps)
 
-    def run(mv, r, M):
-        R = _as_2d(check_rhs(r))
+    def run(mv, r, M, cotangent=False):
+        R = _as_2d(check_rhs(r, cotangent))
         bn = jnp.linalg.norm(R, axis=0)
         tol = jnp.maximum(rtol * bn, atol)
         mvc = jax.vmap(mv, in_axes=1, out_axes=1)
@@ -308,7 +315,7 @@ def krylov_factor(A: lo.LinearOperator, dtype, alg, hermitian, posdef) -> Callab
         return run(matvec, r, precond)
 
     def tsolve(_, r):
-        return run(matvec_t, r, precond)   # diag(Aᵀ) = diag(A): the same Jacobi scaling
+        return run(matvec_t, r, precond, True)   # diag(Aᵀ) = diag(A): the same Jacobi scaling
 
     return lambda b: jax.lax.custom_linear_solve(matvec, b, solve, tsolve)
 
@@ -366,8 +373,8 @@ def gpu_sparse_factor(values, pattern: lo.Pattern, dtype) -> Callable:
             outs.append(spsolve(*pick))
         return jnp.stack(outs), True
 
-    def cols(v, i, p, r):
-        R = _as_2d(check_rhs(r))
+    def cols(v, i, p, r, cotangent=False):
+        R = _as_2d(check_rhs(r, cotangent))
         X = jnp.stack([one(v, i, p, R[:, j]) for j in range(R.shape[1])], axis=1)
         return _finite_solution(X.reshape(r.shape))
 
@@ -377,4 +384,4 @@ def gpu_sparse_factor(values, pattern: lo.Pattern, dtype) -> Callable:
         return spmm(values.astype(dtype), x, pattern)
 
     return lambda b: jax.lax.custom_linear_solve(matvec, b, lambda _, r: cols(vals, ind, ptr, r),
-                                                 lambda _, r: cols(valsT, indT, ptrT, r))
+                                                 lambda _, r: cols(valsT, indT, ptrT, r, True))

@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import sys
+import time
 
 import jax
 
@@ -115,7 +116,80 @@ def patterns():
                                jax.lax.stop_gradient(u[0]))
         return jnp.sum(u ** 2) + bad
     out["failing-callback"] = jax.jit(jax.grad(failing))
+    out.update(_more_forms())
     return out, th0
+
+
+def _eager_form(kind):
+    """Eager loops and branches (no jit): each call compiles a module JAX keeps cached."""
+    def run(th):
+        A = A_of(th)
+        u0 = jnp.zeros(N)
+        if kind == "fori":
+            return jax.lax.fori_loop(0, T, lambda i, u: adj.solve(A, u + BJ, ALG), u0)
+        if kind == "while":
+            return jax.lax.while_loop(lambda s: s[0] < T, lambda s: (
+                s[0] + 1, adj.solve(A, s[1] + BJ, ALG)), (0, u0))[1]
+        if kind == "cond":
+            return jax.lax.cond(th[0] > 0, lambda: adj.solve(A, BJ, ALG), lambda: BJ)
+        if kind == "switch":
+            return jax.lax.switch(1, [lambda: BJ, lambda: adj.solve(A, BJ, ALG)])
+        if kind == "map":
+            return jax.lax.map(lambda t: adj.solve(A_of(t), BJ, ALG), jnp.stack([th, 2 * th]))
+        raise ValueError(kind)
+    return run
+
+
+def _more_forms():
+    """The lifetime forms of review finding 7-10: eager loops, re-jitted closures, returned,
+    carried and sliced Factorizations, more matrices than any capacity."""
+    out = {f"eager-{k}": _eager_form(k) for k in ("fori", "while", "cond", "switch", "map")}
+
+    def rejit(th):   # a new jitted closure at every call, dropped after it
+        f = jax.jit(jax.grad(lambda t: jnp.sum(jax.lax.fori_loop(
+            0, T, lambda i, u: adj.solve(A_of(t), u + BJ * th[0], ALG), jnp.zeros(N)) ** 2)))
+        return f(th)
+
+    make = jax.jit(lambda th: adj.factorize(A_of(th), ALG))
+
+    def returned(th):   # F made under jit, returned, used eagerly and under jit, dropped
+        F = make(th)
+        return F.solve(BJ) + jax.jit(lambda F: F.solve_transpose(BJ))(F)
+
+    @jax.jit
+    def carried(th):   # a while_loop carrying F and refactorizing at every step
+        def body(s):
+            i, F, u = s
+            G = adj.factorize(A_of(th * (1 + 0.01 * i)), ALG)
+            return i + 1, G, F.solve(u + BJ)
+
+        return jax.lax.while_loop(lambda s: s[0] < T, body,
+                                  (0, adj.factorize(A_of(th), ALG), jnp.zeros(N)))[2]
+
+    batch = jax.jit(jax.vmap(lambda t: adj.factorize(A_of(t), ALG)))
+
+    def sliced(th):     # a vmapped batch of 3, one member sliced out and used
+        Fs = batch(jnp.stack([th, 2 * th, 3 * th]))
+        G = jax.tree.map(lambda x: x[1], Fs)
+        del Fs
+        return G.solve(BJ)
+
+    many = jax.jit(jax.grad(lambda Ts: jnp.sum(jax.lax.map(
+        lambda t: jnp.sum(adj.solve(A_of(t), BJ, ALG) ** 2), Ts))))
+
+    def over_capacity(th):
+        return many(th[None] * (1 + 0.001 * jnp.arange(MANY))[:, None])
+
+    out.update({"rejit-closure": rejit, "returned-F": returned, "carried-refactorize": carried,
+                "sliced-F": sliced, "map-over-capacity": over_capacity})
+    return out
+
+
+MANY = 70   # matrices in one gradient: more than the old per-site capacity of 64
+# factorizations per call of the forms above (the test checks the counters)
+MORE = {"eager-fori": 1, "eager-while": 1, "eager-cond": 1, "eager-switch": 1, "eager-map": 2,
+        "rejit-closure": 1, "returned-F": 1, "carried-refactorize": T, "sliced-F": 3,
+        "map-over-capacity": MANY}
 
 
 def _python_eager_factorize(A, th):
@@ -151,23 +225,26 @@ def main(name: str, calls: int) -> dict:
         pattern = name[:-len("-host")]
     fn = fns[pattern]
     name = pattern
-    for i in range(30):
+    for i in range(min(30, max(calls // 5, 10))):
         call(fn, name, th, i)
         if name.startswith("eager"):
             jax.clear_caches()
     gc.collect()
     before = rss()
     adj.reset_stats()
+    t0 = time.perf_counter()
     for i in range(calls):
         call(fn, name, th, i)
         if name.startswith("eager"):   # JAX itself retraces and recompiles an eager loop
-            jax.clear_caches()           # every call (~4 MB kept per call, adjoints or not)
+            jax.clear_caches()           # every call (~1.6 MB kept per call, adjoints or not)
     gc.collect()
     s = adj.stats()
     return {"pattern": pattern, "calls": calls, "grown_mb": (rss() - before) / 2**20,
             "factorizations": s.factorizations, "misses": s.misses, "live": s.live,
-            "host_lowerings": len(HOST)}
+            "host_lowerings": len(HOST), "seconds": time.perf_counter() - t0}
 
 
 if __name__ == "__main__":
-    print("@@" + json.dumps(main(sys.argv[1], int(sys.argv[2]))))
+    # one pattern, or several (comma-separated) measured one after the other in this process
+    for one in sys.argv[1].split(","):
+        print("@@" + json.dumps(main(one, int(sys.argv[2]))), flush=True)

@@ -140,3 +140,36 @@ def test_host_product_for_large_matrices_equals_the_gather(monkeypatch):
         # byte, values of both directions and their indices), the host product's does not
         assert "callback" in text and "callback" not in gathered
         assert len(text) + 2 * fam.MH.values.nbytes < len(gathered), (name, len(text))
+
+
+def _grid_family(m):
+    """K(θ) = θ₀ L + θ₁ I + θ₂ diag(x) on an m×m grid: Mᴴ has three long rows (nnz(L), n, n
+    entries), the shape that compiled for minutes when each position of a row was an op."""
+    n = m * m
+    D = sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1])
+    L = (sp.kron(sp.eye(m), D) + sp.kron(D, sp.eye(m))).tocsr()
+    return lo.AffineSparse.from_terms([L, sp.eye(n, format="csr"),
+                                       sp.diags(np.linspace(0, 1, n)).tocsr()])
+
+
+def test_family_gradient_module_has_a_fixed_number_of_operations():
+    """jit(grad(a·solve(fam(θ), b))) lowers to the same number of operations whatever n (the
+    rows of the family's pullback are one gather and one sum each), and matches numpy."""
+    import adjoints.jax as adj
+
+    counts = {}
+    for m in (8, 16):
+        fam = _grid_family(m)
+        b = jnp.asarray(np.random.default_rng(m).standard_normal(m * m))
+        assert fam.MH.pattern.nnz < jc.HOST_MIN_NNZ       # the gather layout, not the host
+        f = jax.jit(jax.grad(lambda th: b @ adj.solve(fam(th), b)))
+        th = jnp.array([1.0, 0.5, 0.2])
+        text = f.lower(th).as_text()
+        counts[m] = text.count(" = ")
+        g = f(th)
+        K = fam(np.asarray(th)).to_scipy().toarray()
+        lam = np.linalg.solve(K.T, np.asarray(b))
+        u = np.linalg.solve(K, np.asarray(b))
+        ref = np.array([-lam @ (T @ u) for T in (fam(np.eye(3)[i]).to_scipy() for i in range(3))])
+        np.testing.assert_allclose(np.asarray(g), ref, rtol=1e-10)
+    assert counts[8] == counts[16], counts

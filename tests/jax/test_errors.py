@@ -66,7 +66,7 @@ def test_singular_eager_raises_the_numpy_paths_named_error(kind, M, alg):
     # also inside eager jax.grad / jax.vmap: the same named error, not a JAX one
     with pytest.raises(expected):
         jax.grad(lambda b: jnp.sum(adj.solve(A, b, alg)))(jnp.asarray(b))
-    assert adj.stats().live == before
+    assert adj.stats().live <= before     # (what earlier runs left may go meanwhile)
 
 
 @pytest.mark.parametrize("kind,M,alg", [CASES[0], CASES[2], CASES[4]],

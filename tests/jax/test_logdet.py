@@ -1,6 +1,8 @@
-"""Issue 18, JAX: adj.slogdet / adj.logdet, adj.inv_sample and adj.eigsh under grad, jvp,
-vmap and jit, against dense jnp references (jax.test_util.check_grads judges the convention);
-one host factorization per linearization point for logdet."""
+"""JAX: adj.slogdet / adj.logdet, adj.inv_sample and adj.eigsh under grad, jvp, vmap and jit,
+and second order (hessian, jvp of grad, jacfwd(jacrev)), against dense jnp references
+(jax.test_util.check_grads judges the convention); log det and inverse entries go through the
+solves' bridge: one host factorization per linearization point, counted in adj.stats(), shared
+with solves of the same values."""
 
 from __future__ import annotations
 
@@ -67,19 +69,111 @@ def test_logdet_matches_dense_jnp_under_grad_jit_jvp(kind):
         assert abs(complex(s) - complex(sr)) <= 1e-10
 
 
+def _count_inits(monkeypatch):
+    """Every real factorization (solvers.init) from here on, whoever makes it."""
+    calls = []
+    real = sv.init
+    monkeypatch.setattr(sv, "init", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
 def test_logdet_one_factorization_per_linearization_point(monkeypatch):
     K = _matrix("spd")
     P, v = K.pattern, jnp.asarray(K.values)
-    calls = []
-    real = _jax_logdet._init
-    monkeypatch.setattr(_jax_logdet, "_init", lambda *a: calls.append(1) or real(*a))
+    calls = _count_inits(monkeypatch)
     f = jax.jit(jax.value_and_grad(lambda x: adj.logdet(lo.Sparse(x, P), posdef=True)))
+    adj.reset_stats()
     f(v)
-    assert len(calls) == 1
+    s = adj.stats()
+    assert len(calls) == 1 and (s.factorizations, s.misses, s.queries) == (1, 0, 2), s
     calls.clear()
     jax.jit(jax.vmap(jax.grad(lambda x: adj.logdet(lo.Sparse(x, P), posdef=True))))(
         jnp.stack([v, 2 * v, 3 * v]))
     assert len(calls) == 3    # one per batch member
+
+
+def test_logdet_and_solve_of_one_matrix_share_one_counted_factorization(monkeypatch):
+    """logdet + solve of one matrix under jit(grad) factorized twice while adj.stats() said
+    1 (the log det bypassed the store); now one real factorization, and the counters say so.
+    The gradient equals dense jnp autodiff."""
+    fam, b = lo.testing.poisson_family(5)
+    th = jnp.asarray(np.random.default_rng(7).uniform(0.5, 2, fam.n_params))
+    bj = jnp.asarray(b)
+    f = lambda t: adj.logdet(fam(t), posdef=True) + jnp.sum(adj.solve(fam(t), bj, posdef=True))
+    calls = _count_inits(monkeypatch)
+    adj.reset_stats()
+    g = jax.jit(jax.grad(f))(th)
+    s = adj.stats()
+    assert len(calls) == 1 and (s.factorizations, s.misses) == (1, 0), (len(calls), s)
+    M = jnp.asarray(fam.M.to_scipy().toarray())
+    P = fam.pattern
+
+    def ref(t):
+        A = _dense(M @ t, P)
+        return jnp.linalg.slogdet(A)[1] + jnp.sum(jnp.linalg.solve(A, bj))
+
+    gr = jax.grad(ref)(th)
+    assert np.abs(np.asarray(g - gr)).max() <= 1e-11 * np.abs(np.asarray(gr)).max()
+    F = adj.factorize(fam(th), posdef=True)
+    adj.reset_stats()
+    ld = adj.logdet(F)                       # a Factorization answers with its own factors
+    assert adj.stats().factorizations == 0
+    assert abs(float(ld) - float(jnp.linalg.slogdet(_dense(M @ th, P))[1])) <= 1e-12 * abs(float(ld))
+
+
+@pytest.mark.parametrize("kind", ["spd", "general", "complex"])
+def test_logdet_second_order_matches_dense(kind):
+    """hessian, jvp of grad and jacfwd(jacrev) of sparse log det: exact (they failed with
+    "Pure callbacks do not support JVP"), by solves with the one factorization."""
+    K = _matrix(kind)
+    P, v = K.pattern, jnp.asarray(K.values)
+    posdef = kind == "spd"
+    f = lambda x: adj.logdet(lo.Sparse(x, P), posdef=posdef)
+    ref = lambda x: jnp.linalg.slogdet(_dense(x, P))[1]
+    rng = np.random.default_rng(3)
+    dv = jnp.asarray(rng.standard_normal(v.shape)).astype(v.dtype)
+    adj.reset_stats()
+    if kind == "complex":   # log|det| is not holomorphic: d²/dt² along a complex direction
+        g2 = jax.jit(jax.grad(jax.grad(lambda t: f(v + t * dv))))(0.0)
+        s = adj.stats()
+        assert (s.factorizations, s.misses) == (1, 0), s
+        g2r = jax.grad(jax.grad(lambda t: ref(v + t * dv)))(0.0)
+        assert abs(float(g2) - float(g2r)) <= 1e-9 * max(1.0, abs(float(g2r)))
+        return
+    hvp = jax.jit(lambda x, d: jax.jvp(jax.grad(f), (x,), (d,))[1])(v, dv)
+    s = adj.stats()
+    assert (s.factorizations, s.misses) == (1, 0), s
+    hvpr = jax.jvp(jax.grad(ref), (v,), (dv,))[1]
+    assert np.abs(np.asarray(hvp - hvpr)).max() <= 1e-10 * np.abs(np.asarray(hvpr)).max()
+    H = jax.jit(jax.hessian(f))(v)
+    Hr = jax.hessian(ref)(v)
+    assert np.abs(np.asarray(H - Hr)).max() <= 1e-10 * np.abs(np.asarray(Hr)).max()
+    J = jax.jit(jax.jacfwd(jax.jacrev(f)))(v)
+    assert np.abs(np.asarray(J - Hr)).max() <= 1e-10 * np.abs(np.asarray(Hr)).max()
+
+
+def test_logdet_family_hessian_is_the_trace_formula():
+    """d²/dρ² log det(I − ρW) = −tr((W A⁻¹)²) (a likelihood's standard error), and the Hessian
+    of log det K(θ) over a family's parameters, against dense autodiff."""
+    n = 30
+    rng = np.random.default_rng(5)
+    Wd = sp.random(n, n, 0.15, random_state=5).toarray()
+    np.fill_diagonal(Wd, 0.0)
+    W = sp.csr_array(Wd / np.maximum(Wd.sum(1), 1e-12)[:, None])   # row-stochastic weights
+    I = sp.eye(n, format="csr")
+    fam = lo.AffineSparse.from_terms([I, -W])
+    f = lambda rho: adj.logdet(fam(jnp.stack([1.0, rho])))
+    rho = 0.4
+    h = float(jax.jit(jax.grad(jax.grad(f)))(rho))
+    A = np.eye(n) - rho * W.toarray()
+    WA = W.toarray() @ np.linalg.inv(A)
+    assert abs(h + np.trace(WA @ WA)) <= 1e-11 * abs(np.trace(WA @ WA))
+    fam2, _ = lo.testing.poisson_family(4)
+    th = jnp.asarray(rng.uniform(0.5, 2, fam2.n_params))
+    M = jnp.asarray(fam2.M.to_scipy().toarray())
+    H = jax.jit(jax.hessian(lambda t: adj.logdet(fam2(t), posdef=True)))(th)
+    Hr = jax.hessian(lambda t: jnp.linalg.slogdet(_dense(M @ t, fam2.pattern))[1])(th)
+    assert np.abs(np.asarray(H - Hr)).max() <= 1e-10 * np.abs(np.asarray(Hr)).max()
 
 
 def test_logdet_vmap_and_family():
@@ -120,6 +214,59 @@ def test_inv_sample_matches_dense(kind):
     check_grads(f, (v,), order=1, modes=("fwd", "rev"), atol=1e-6, rtol=1e-6)
     batch = jax.vmap(lambda x: adj.inv_sample(lo.Sparse(x, P), rows, cols))(jnp.stack([v, 2 * v]))
     assert np.allclose(np.asarray(batch[1]), np.asarray(batch[0]) / 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["general", "complex"])
+def test_inv_sample_second_order_matches_dense(kind):
+    """hessian / jacfwd(jacrev) of entries of A⁻¹: exact, one factorization per call."""
+    K = _matrix(kind)
+    P, v = K.pattern, jnp.asarray(K.values)
+    n = P.shape[0]
+    rows, cols = np.array([0, 3, n - 1]), np.array([0, 7, 2])
+
+    def f(x):
+        z = adj.inv_sample(lo.Sparse(x, P), rows, cols)
+        return jnp.sum(jnp.real(z) ** 2 + jnp.imag(z))
+
+    def ref(x):
+        z = jnp.linalg.inv(_dense(x, P))[rows, cols]
+        return jnp.sum(jnp.real(z) ** 2 + jnp.imag(z))
+
+    if kind == "complex":   # a real function of complex values: along a direction
+        dv = jnp.asarray(np.random.default_rng(8).standard_normal(v.shape)).astype(v.dtype)
+        adj.reset_stats()
+        g2 = jax.jit(jax.grad(jax.grad(lambda t: f(v + t * dv))))(0.0)
+        assert adj.stats().factorizations == 1
+        g2r = jax.grad(jax.grad(lambda t: ref(v + t * dv)))(0.0)
+        assert abs(float(g2) - float(g2r)) <= 1e-9 * max(1.0, abs(float(g2r)))
+        return
+    adj.reset_stats()
+    H = jax.jit(jax.hessian(f))(v)
+    s = adj.stats()
+    assert (s.factorizations, s.misses) == (1, 0), s
+    Hr = jax.hessian(ref)(v)
+    assert np.abs(np.asarray(H - Hr)).max() <= 1e-10 * np.abs(np.asarray(Hr)).max()
+    J = jax.jit(jax.jacfwd(jax.jacrev(f)))(v)
+    assert np.abs(np.asarray(J - Hr)).max() <= 1e-10 * np.abs(np.asarray(Hr)).max()
+
+
+def test_inv_sample_refuses_positions_outside_the_matrix():
+    K = _matrix("spd")
+    with pytest.raises(lo.ShapeError, match=r"\(3, 40\) is outside"):
+        adj.inv_sample(K, [3], [40])
+    with pytest.raises(lo.ShapeError, match="one length"):
+        adj.inv_sample(K, [0, 1], [0])
+
+
+def test_eager_logdet_frees_its_factorization_and_is_counted():
+    K = _matrix("general")
+    adj.reset_stats()
+    before = adj.stats().live
+    s, ld = adj.slogdet(K)
+    st = adj.stats()
+    assert (st.factorizations, st.queries, st.live) == (1, 1, before), st
+    ref = np.linalg.slogdet(K.to_scipy().toarray())
+    assert float(s) == ref[0] and abs(float(ld) - ref[1]) <= 1e-12 * abs(ref[1])
 
 
 def _tight_binding(L, complex_hop, seed=0):

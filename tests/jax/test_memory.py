@@ -49,3 +49,44 @@ def test_rss_stays_flat_over_300_calls(pattern):
     assert r["misses"] == 0 and r["factorizations"] == PATTERNS[pattern] * CALLS, r
     assert r["live"] <= 1, r
     assert (r["host_lowerings"] > 0) == pattern.endswith("-host"), r
+
+
+# The Factorization forms: returned from jit, carried by a refactorizing while_loop, sliced out
+# of a vmapped batch. All three in ONE subprocess (one import of JAX), 60 calls each: keeping
+# one factorization per call would grow the process by ~60 MB (limit 30 MB).
+FORMS_CALLS, FORMS_LIMIT_MB = 60, 30
+# form -> (factorizations per call, most alive after the last call: a batch's unused members
+# and a carry's last two stay until the next run)
+FORMS = {"returned-F": (1, 1), "carried-refactorize": (5, 3), "sliced-F": (3, 3)}
+# the long profile (LINOPS_LONG_LIFETIMES=1): eager loops and branches (JAX recompiles them at
+# every call: seconds per call), re-jitted closures and 70 matrices per call, 100 calls each
+LONG = {"eager-fori": (1, 1), "eager-while": (1, 1), "eager-cond": (1, 1),
+        "eager-switch": (1, 1), "eager-map": (2, 2), "rejit-closure": (1, 1),
+        "map-over-capacity": (70, 2)}
+
+
+def _run_forms(forms: dict, calls: int, limit_mb: float):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, str(HERE / "jax_memory_child.py"), ",".join(forms),
+                        str(calls)], capture_output=True, text=True, timeout=1800, env=env,
+                       cwd=HERE.parents[1])
+    got = {r["pattern"]: r for r in (json.loads(ln[2:]) for ln in p.stdout.splitlines()
+                                     if ln.startswith("@@"))}
+    assert p.returncode == 0 and set(got) == set(forms), p.stderr[-3000:]
+    for form, (per_call, alive) in forms.items():
+        r = got[form]
+        assert r["grown_mb"] < limit_mb, r
+        assert r["misses"] == 0 and r["factorizations"] == per_call * calls, r
+        assert r["live"] <= alive, r
+
+
+def test_rss_stays_flat_for_returned_carried_and_sliced_factorizations():
+    _run_forms(FORMS, FORMS_CALLS, FORMS_LIMIT_MB)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("LINOPS_LONG_LIFETIMES") != "1",
+                    reason="long profile: set LINOPS_LONG_LIFETIMES=1 (minutes)")
+def test_rss_stays_flat_for_eager_loops_rejit_and_many_matrices():
+    _run_forms(LONG, 100, LIMIT_MB)
