@@ -1,0 +1,9 @@
+"""PyTorch front end (draft)."""
+
+from ._factorization import Factorization as Factorization
+from ._factorization import factorize as factorize
+from ._factorization import solve as solve
+from ._store import ReleasedFactorizationError as ReleasedFactorizationError
+from ._store import Stats as Stats
+from ._store import reset_stats as reset_stats
+from ._store import stats as stats
