@@ -18,15 +18,9 @@ from solvers.internals import resolve
 from . import _solve_ops as ops
 from ._operand import Operand, as_tensor, operand, real_dtype
 from ._sparse import conj
-from ._store import REGISTRY, RELEASED, ReleasedFactorizationError, spec_of
+from ._store import REGISTRY, RELEASED, ReleasedFactorizationError, spec_const
 
 __all__ = ["solve", "factorize", "Factorization"]
-
-
-@torch.compiler.assume_constant_result
-def _spec_id(pattern, alg, hermitian, posdef, explicit) -> int:
-    """The int naming (pattern, alg, hints, explicit): a constant for torch.compile."""
-    return spec_of(pattern, alg, hermitian, posdef, explicit).id
 
 
 class Factorization:
@@ -78,9 +72,12 @@ class Factorization:
                 f"dtype={self.dtype}, alg={self.alg!r})")
 
     # ----- solves ----------------------------------------------------------------------------
-    def _rhs(self, b, name: str) -> torch.Tensor:
+    def _check_live(self) -> None:
         if self._released:
             raise ReleasedFactorizationError(RELEASED)
+
+    def _rhs(self, b, name: str) -> torch.Tensor:
+        self._check_live()
         b = as_tensor(b, f"{name}: b", self.values)
         n = self.pattern.shape[0]
         if b.dim() not in (1, 2) or b.shape[0] != n:
@@ -118,23 +115,24 @@ class Factorization:
         self._released = True
         REGISTRY.release(self.key.reshape(-1).tolist())
 
-    # ----- factor queries (see _queries) -----------------------------------------------------
+    # ----- factor queries (see _query_ops) ---------------------------------------------------
     def logdet(self) -> torch.Tensor:
-        """log|det A| from the factors (see :func:`adjoints.torch.logdet`)."""
-        from ._queries import slogdet_of  # import cycle: _queries builds on this module
+        """log|det A| from the factors, differentiable (see :func:`adjoints.torch.logdet`)."""
+        from ._query_ops import slogdet_of  # import cycle: _query_ops imports this module
 
         return slogdet_of(self)[1]
 
     def slogdet(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(sign, log|det A|) from the factors (see :func:`adjoints.torch.slogdet`)."""
-        from ._queries import slogdet_of  # import cycle: _queries builds on this module
+        from ._query_ops import slogdet_of  # import cycle: _query_ops imports this module
 
         return slogdet_of(self)
 
     def selected_inverse(self, rows=None, cols=None) -> torch.Tensor:
-        """Entries of A⁻¹ (see :func:`adjoints.torch.inv_sample`): on A's pattern by default
-        (values in its CSR order), else at (rows[k], cols[k])."""
-        from ._queries import inv_sample_of  # import cycle: _queries builds on this module
+        """Entries of A⁻¹ by selected inversion of these factors, differentiable (see
+        :func:`adjoints.torch.inv_sample`): on A's pattern by default (values in its CSR
+        order), else at (rows[k], cols[k])."""
+        from ._query_ops import inv_sample_of  # import cycle: _query_ops imports this module
 
         return inv_sample_of(self, rows, cols)
 
@@ -152,7 +150,7 @@ def _make(op: Operand, alg, hermitian, posdef, explicit: bool, b_dtype=None) -> 
     values = op.values
     if b_dtype is not None:
         values = values.to(torch.promote_types(values.dtype, real_dtype(b_dtype)))
-    spec = _spec_id(op.pattern, alg, hermitian, posdef, explicit)
+    spec = spec_const(op.pattern, alg, hermitian, posdef, explicit)
     if op.pattern.shape[0] == 0:   # nothing to factorize
         key = torch.zeros(tuple(values.shape[:-1]) + (1,), dtype=torch.int64)
     else:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 import linops as lo
@@ -61,8 +62,6 @@ def operand(A, who: str) -> Operand:
             raise ShapeError(f"{who}: a dense A must be a 2-D tensor, got shape "
                              f"{tuple(A.shape)} ({A.layout})")
         return Operand(dense=_float(A, f"{who}: A"))
-    import scipy.sparse as sp  # deferred: scipy.sparse is only needed for scipy operands
-
     if sp.issparse(A):
         return operand(lo.Sparse.from_scipy(A), who)
     raise TypeError(f"{who}: A must be a lo.Sparse (torch values: lo.Sparse(v, pattern), "

@@ -34,13 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 import linops as lo
 import solvers as sv
 
 from .._host_common import HOST, probe_of, same_values
 
-__all__ = ["Stats", "Spec", "spec_id", "spec_of", "REGISTRY", "ReleasedFactorizationError",
+__all__ = ["Stats", "Spec", "spec_id", "spec_of", "spec_const", "REGISTRY", "ReleasedFactorizationError",
            "stats", "reset_stats", "live"]
 
 IDLE_SPECS = 64
@@ -179,6 +180,16 @@ SPECS = _Specs()
 def spec_of(pattern, alg, hermitian=None, posdef=None, explicit=False) -> Spec:
     """The interned spec of (pattern, alg, hints, explicit)."""
     return SPECS.intern(pattern, alg, hermitian, posdef, explicit)
+
+
+def spec_const(pattern, alg, hermitian=None, posdef=None, explicit=False) -> int:
+    """The id of (pattern, alg, hints, explicit); under torch.compile a constant of the graph
+    (``torch.compiler.assume_constant_result``: evaluated once, at trace time)."""
+    return _spec_const(pattern, alg, hermitian, posdef, explicit)
+
+
+def _spec_const_impl(pattern, alg, hermitian, posdef, explicit) -> int:
+    return spec_of(pattern, alg, hermitian, posdef, explicit).id
 
 
 def spec_id(i: int) -> Spec:
@@ -329,6 +340,9 @@ def _any_cache(spec: Spec):
         for k in REGISTRY.by_spec.get(spec.id, ()):
             return REGISTRY.entries[k].cache
     return None
+
+
+_spec_const = torch.compiler.assume_constant_result(_spec_const_impl)
 
 
 def make_cache(v, spec: Spec, like=None):
