@@ -18,7 +18,8 @@ from solvers.internals import resolve
 from . import _solve_ops as ops
 from ._operand import Operand, as_tensor, operand, real_dtype
 from ._sparse import conj
-from ._store import REGISTRY, RELEASED, ReleasedFactorizationError, spec_const
+from ._store import (GRADS, REGISTRY, RELEASED, FullGradient, ReleasedFactorizationError,
+                     spec_const)
 
 __all__ = ["solve", "factorize", "Factorization"]
 
@@ -49,13 +50,41 @@ class Factorization:
     >>> F.solve(b).tolist(), F.solve_transpose(torch.ones(2, dtype=torch.float64)).tolist()
     ([0.25, 0.5], [0.5, 0.125])
     >>> F
-    Factorization(n=2, nnz=3, dtype=torch.float64, alg=Auto())
+    Factorization(n=2, nnz=3, dtype=torch.float64, alg=Auto(...))
     """
 
-    def __init__(self, key: torch.Tensor, values: torch.Tensor, spec: int, pattern, alg):
+    def __init__(self, key: torch.Tensor, values: torch.Tensor, spec: int, pattern, alg,
+                 full_grad: bool = False):
         self.key, self.values, self.spec = key, values, spec
         self.pattern, self.alg = pattern, alg
         self._released = False
+        self._full = None
+        if full_grad:
+            if torch._C._functorch.is_functorch_wrapped_tensor(key) or key.numel() != 1:
+                raise ValueError("full_grad=True collects the full gradient during "
+                                 "torch.autograd backward passes; it is not available inside "
+                                 "torch.func transforms or for a batch of matrices")
+            self._full = FullGradient()
+            GRADS[int(key.reshape(-1)[0])] = self._full
+
+    @property
+    def grad(self):
+        """The FULL gradient ∂f/∂A accumulated by the backward passes so far, as a lazy
+        linops operator (``lo.RankOne``/``lo.LowRank``: Σ −λuᴴ over the solves with F), or None
+        (nothing yet, or F made without ``full_grad=True``). It is the gradient of the dense
+        matrix — correct on A's structural zeros too — at O(n) memory per right-hand side;
+        ``lo.project(F.grad, like=A)`` is the gradient on the stored values (what
+        ``values.grad`` holds), ``fam.pullback(F.grad)`` the θ-gradient. Set ``F.grad = None``
+        to start again."""
+        return None if self._full is None else self._full.operator()
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            raise ValueError("F.grad can only be reset (F.grad = None)")
+        if self._full is not None:
+            self._full.U.clear()
+            self._full.V.clear()
 
     @property
     def shape(self) -> tuple:
@@ -145,7 +174,8 @@ def _check(A, who: str) -> Operand:
     return op
 
 
-def _make(op: Operand, alg, hermitian, posdef, explicit: bool, b_dtype=None) -> Factorization:
+def _make(op: Operand, alg, hermitian, posdef, explicit: bool, b_dtype=None,
+          full_grad: bool = False) -> Factorization:
     """The Factorization of a sparse operand (values promoted to b's precision)."""
     values = op.values
     if b_dtype is not None:
@@ -155,11 +185,11 @@ def _make(op: Operand, alg, hermitian, posdef, explicit: bool, b_dtype=None) -> 
         key = torch.zeros(tuple(values.shape[:-1]) + (1,), dtype=torch.int64)
     else:
         key = ops.factorize(values, spec)
-    return Factorization(key, values, spec, op.pattern, alg)
+    return Factorization(key, values, spec, op.pattern, alg, full_grad)
 
 
 def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
-              posdef: bool | None = None) -> Factorization:
+              posdef: bool | None = None, full_grad: bool = False) -> Factorization:
     """F = a factorization of the sparse matrix A (values a torch tensor), made once.
 
     Parameters
@@ -169,6 +199,10 @@ def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
         Anything ``solvers`` offers on the host (default ``sv.Auto()``).
     hermitian, posdef : bool, optional
         Hints for ``sv.Auto`` (posdef → Cholesky), as in ``solvers.LinearProblem``.
+    full_grad : bool, default False
+        Also collect the FULL gradient ∂f/∂A during backward passes, lazily, as ``F.grad``
+        (a ``lo.RankOne``/``lo.LowRank``: O(n) per right-hand side). The gradient with respect
+        to the stored values (``values.grad``, the pattern gradient) is computed either way.
 
     Returns
     -------
@@ -207,7 +241,7 @@ def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
         raise TypeError("factorize needs a sparse A (lo.Sparse, fam(θ), a torch sparse "
                         "tensor); dense matrices are factorized by torch.linalg: call "
                         "at.solve(A, b) or torch.linalg.lu_factor(A)")
-    return _make(op, resolve(alg), hermitian, posdef, explicit=True)
+    return _make(op, resolve(alg), hermitian, posdef, explicit=True, full_grad=full_grad)
 
 
 def solve(A: Any, b: Any, alg: Any = None, *, hermitian: bool | None = None,

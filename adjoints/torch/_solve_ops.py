@@ -101,7 +101,7 @@ def _flip(trans: str) -> str:
 
 
 def solve_backward(W, key, values, x, g, spec: int, trans: str, nbatch: int, b_shape,
-                   need_values: bool, need_b: bool):
+                   need_values: bool, need_b: bool, record=None):
     """(values̄, b̄) of x = op(A)⁻¹ b for the cotangent g: one solve with op flipped (same key)
     and one SDDMM. ``W``: the world's (solve, spmm, sddmm) operations."""
     solve, _, sddmm = W
@@ -109,6 +109,8 @@ def solve_backward(W, key, values, x, g, spec: int, trans: str, nbatch: int, b_s
         return None, None
     g = g.to(x.dtype)
     lam = conj(solve(key, values, conj(g).resolve_conj(), spec, _flip(trans), nbatch))
+    if record is not None:
+        record(key, lam, x, trans, nbatch)
     gb = sum_to(lam, b_shape) if need_b else None
     gv = None
     if need_values:
@@ -188,7 +190,8 @@ class SolveFn(torch.autograd.Function):
         key, values, x = ctx.saved_tensors
         spec, trans, nbatch, b_shape = ctx.meta
         gv, gb = solve_backward(FN, key, values, x, g, spec, trans, nbatch, b_shape,
-                                ctx.needs_input_grad[1], ctx.needs_input_grad[2])
+                                ctx.needs_input_grad[1], ctx.needs_input_grad[2],
+                                _store.record_full_gradient if _store.GRADS else None)
         return None, gv, gb, None, None, None
 
     @staticmethod
