@@ -133,7 +133,7 @@ class Factorization:
         b = self._rhs(b, "solve_adjoint")
         if b.numel() == 0:
             return torch.zeros_like(b)
-        return conj(ops.solve(self.key, self.values, conj(b).resolve_conj(), self.spec, "T"))
+        return conj(ops.solve(self.key, self.values, conj(b), self.spec, "T"))
 
     def release(self) -> None:
         """Free the factorization now. Later solves with F, and backward passes through

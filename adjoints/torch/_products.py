@@ -78,7 +78,7 @@ def _spmm_backward(W, ctx_vals, g, needs):
         return None, None
     vec = X.dim() - nbatch == 1
     if needs[1]:
-        gX = conj(spmm(values, conj(g).resolve_conj(), spec, _flip(trans), nbatch))
+        gX = conj(spmm(values, conj(g), spec, _flip(trans), nbatch))
         gX = sum_to(gX, X.shape)
         gX = (gX if X.is_complex() else gX.real).to(X.dtype)
     if needs[0]:
@@ -109,7 +109,7 @@ def _sddmm_backward(W, U, V, g, spec, nbatch, needs):
         gU = sum_to(spmm(g, V, spec, "N", nbatch), U.shape)
         gU = (gU if U.is_complex() else gU.real).to(U.dtype)
     if needs[1]:
-        gV = sum_to(spmm(conj(g).resolve_conj(), U, spec, "T", nbatch), V.shape)
+        gV = sum_to(spmm(conj(g), U, spec, "T", nbatch), V.shape)
         gV = (gV if V.is_complex() else gV.real).to(V.dtype)
     return gU, gV
 

@@ -108,7 +108,7 @@ def solve_backward(W, key, values, x, g, spec: int, trans: str, nbatch: int, b_s
     if g is None or not (need_values or need_b):
         return None, None
     g = g.to(x.dtype)
-    lam = conj(solve(key, values, conj(g).resolve_conj(), spec, _flip(trans), nbatch))
+    lam = conj(solve(key, values, conj(g), spec, _flip(trans), nbatch))
     if record is not None:
         record(key, lam, x, trans, nbatch)
     gb = sum_to(lam, b_shape) if need_b else None

@@ -9,8 +9,9 @@ __all__ = ["sum_to", "conj"]
 
 
 def conj(x: torch.Tensor) -> torch.Tensor:
-    """conj(x) (nothing for real x)."""
-    return x.conj() if x.is_complex() else x
+    """conj(x) as a new tensor (a lazy conjugate view has no vmap batching rule once negated,
+    ``conj_physical`` none at all), nothing for real x."""
+    return torch.complex(x.real, -x.imag) if x.is_complex() else x
 
 
 def sum_to(x: torch.Tensor, shape) -> torch.Tensor:
