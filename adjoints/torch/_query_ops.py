@@ -178,28 +178,33 @@ def slogdet_of(F) -> tuple[torch.Tensor, torch.Tensor]:
 def inv_sample_of(F, rows=None, cols=None) -> torch.Tensor:
     """A⁻¹ at (rows, cols) (default: A's pattern) of a Factorization, differentiable."""
     F._check_live()
-    n = F.shape[0]
     if (rows is None) != (cols is None):
         raise TypeError("selected_inverse takes rows and cols together (or neither: A's "
                         "pattern)")
     if rows is None:
         rows, cols = F.pattern.rows, F.pattern.indices
-    rows, cols = (x.detach().to(torch.int64).reshape(-1) if isinstance(x, torch.Tensor)
-                  else torch.as_tensor(np.asarray(x), dtype=torch.int64).reshape(-1)
-                  for x in (rows, cols))
-    if rows.shape != cols.shape:
-        raise ShapeError(f"selected_inverse: rows.shape={tuple(rows.shape)} but "
-                         f"cols.shape={tuple(cols.shape)}")
-    if rows.numel() and (int(rows.min()) < 0 or int(cols.min()) < 0
-                         or int(rows.max()) >= n or int(cols.max()) >= n):
-        raise ShapeError(f"selected_inverse: positions must lie in [0, {n}), got rows in "
-                         f"[{int(rows.min())}, {int(rows.max())}], cols in "
-                         f"[{int(cols.min())}, {int(cols.max())}]")
-    if rows.numel() == 0:
+    if isinstance(rows, torch.Tensor):
+        rows = rows.detach().cpu().numpy()
+    if isinstance(cols, torch.Tensor):
+        cols = cols.detach().cpu().numpy()
+    r, c = _positions(rows, cols, F.shape[0])
+    if r.numel() == 0:
         return torch.zeros(tuple(F.values.shape[:-1]) + (0,), dtype=F.values.dtype)
     if torch.compiler.is_compiling():
-        return inv_sample_op(F.key, F.values, rows, cols, F.spec, 0)
-    return InvSampleFn.apply(F.key, F.values, rows, cols, F.spec, 0)
+        return inv_sample_op(F.key, F.values, r, c, F.spec, 0)
+    return InvSampleFn.apply(F.key, F.values, r, c, F.spec, 0)
+
+
+@torch.compiler.assume_constant_result
+def _positions(rows, cols, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Checked int64 tensors of host positions (constants of a compiled graph)."""
+    r, c = (np.asarray(x, dtype=np.int64).reshape(-1) for x in (rows, cols))
+    if r.shape != c.shape:
+        raise ShapeError(f"selected_inverse: rows.shape={r.shape} but cols.shape={c.shape}")
+    if r.size and (r.min() < 0 or c.min() < 0 or r.max() >= n or c.max() >= n):
+        raise ShapeError(f"selected_inverse: positions must lie in [0, {n}), got rows in "
+                         f"[{r.min()}, {r.max()}], cols in [{c.min()}, {c.max()}]")
+    return torch.from_numpy(r.copy()), torch.from_numpy(c.copy())
 
 
 def slogdet(A: Any, alg: Any = None, *, hermitian: bool | None = None,
