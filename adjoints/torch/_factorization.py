@@ -188,6 +188,16 @@ def _make(op: Operand, alg, hermitian, posdef, explicit: bool, b_dtype=None,
     return Factorization(key, values, spec, op.pattern, alg, full_grad)
 
 
+def implicit(A, alg, hermitian, posdef, who: str) -> Factorization:
+    """The factorization an entry point makes for itself (not a user's handle: like
+    :func:`solve`'s, it shares a live factorization of the same values, e.g. the one of a
+    solve with the same K)."""
+    op = _check(A, who)
+    if op.dense is not None:
+        raise TypeError(f"{who} of a dense tensor: use torch.linalg")
+    return _make(op, resolve(alg), hermitian, posdef, explicit=False)
+
+
 def factorize(A: Any, alg: Any = None, *, hermitian: bool | None = None,
               posdef: bool | None = None, full_grad: bool = False) -> Factorization:
     """F = a factorization of the sparse matrix A (values a torch tensor), made once.

@@ -12,7 +12,7 @@ import torch
 from linops.internals import ShapeError
 
 from . import _solve_ops
-from ._factorization import Factorization, factorize
+from ._factorization import Factorization, implicit
 from ._queries import (inv_sample_backward, inv_sample_jvp, inv_sample_kernel, slogdet_backward,
                        slogdet_jvp, slogdet_kernel)
 
@@ -249,8 +249,7 @@ def slogdet(A: Any, alg: Any = None, *, hermitian: bool | None = None,
     """
     if isinstance(A, torch.Tensor) and A.layout == torch.strided:
         return torch.linalg.slogdet(A)
-    F = A if isinstance(A, Factorization) else factorize(A, alg, hermitian=hermitian,
-                                                          posdef=posdef)
+    F = A if isinstance(A, Factorization) else implicit(A, alg, hermitian, posdef, "slogdet")
     return slogdet_of(F)
 
 
@@ -284,6 +283,5 @@ def inv_sample(A: Any, rows=None, cols=None, alg: Any = None, *, hermitian: bool
     >>> (at.inv_sample(K, [0, 1], [0, 0]) * 3).round(decimals=12).tolist()   # A⁻¹ = [[2,−1],[−1,2]]/3
     [2.0, -1.0]
     """
-    F = A if isinstance(A, Factorization) else factorize(A, alg, hermitian=hermitian,
-                                                          posdef=posdef)
+    F = A if isinstance(A, Factorization) else implicit(A, alg, hermitian, posdef, "inv_sample")
     return inv_sample_of(F, rows, cols)
