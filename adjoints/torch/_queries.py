@@ -26,7 +26,8 @@ from ._convert import from_host, np_dtype, to_host
 from ._sparse import conj, sum_to
 from ._store import cache_for, spec_id
 
-__all__ = ["slogdet", "inv_sample", "slogdet_of", "inv_sample_of"]
+__all__ = ["slogdet_kernel", "inv_sample_kernel", "slogdet_backward", "slogdet_jvp",
+           "inv_sample_backward", "inv_sample_jvp"]
 
 _REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 

@@ -10,13 +10,13 @@ its explanation after it (continuation lines indented further).
 
 >>> from linops._app.legends import legend, LEGENDS
 >>> sorted(LEGENDS)
-['jax', 'logdet', 'loop', 'main', 'petsc', 'scale']
+['jax', 'logdet', 'loop', 'main', 'petsc', 'scale', 'torch']
 >>> legend("loop").splitlines()[0]
 'columns:'
 >>> legend("nosuch")
 Traceback (most recent call last):
 ...
-KeyError: "no legend for section 'nosuch'; sections: jax, logdet, loop, main, petsc, scale"
+KeyError: "no legend for section 'nosuch'; sections: jax, logdet, loop, main, petsc, scale, torch"
 """
 
 from __future__ import annotations

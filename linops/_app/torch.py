@@ -70,6 +70,8 @@ def _numpy_path(nx):
     fam, b, theta, a = _problem(nx)
 
     def run():
+        """One value + θ-gradient: factorize (CHOLMOD through Auto), one adjoint solve, the
+        family's pullback of the lazy rank-one cotangent."""
         sol = sv.solve(sv.LinearProblem(fam(theta), b, posdef=True))
         g = ad.solve_pullback(sol, a)
         return {"value": float(a @ sol.u), "grad0": float(fam.pullback(g.A)[0]),
@@ -80,6 +82,7 @@ def _numpy_path(nx):
 def _torch_autograd(alg):
     """``a @ at.solve(fam(θ), b)`` and ``backward()``: one factorization, one adjoint solve."""
     def build(nx):
+        """The row's ``run`` at grid side ``nx`` (imports torch in the child only)."""
         import torch
 
         import adjoints.torch as at
@@ -89,6 +92,8 @@ def _torch_autograd(alg):
         kw = {"posdef": True} if alg is None else {}
 
         def run():
+            """A fresh leaf θ, the forward through fam(θ) and at.solve, backward(); the
+            factorization count of that one call."""
             th = th0.clone().requires_grad_()
             at.reset_stats()
             y = at_ @ at.solve(fam(th), bt, alg, **kw)
@@ -110,6 +115,8 @@ def _torch_sla(nx):
     import torch_sla
 
     class FamilyMap(torch.autograd.Function):
+        """values = M θ (scipy), θ̄ = Mᵀ v̄: the family's map written for the peer."""
+
         @staticmethod
         def forward(ctx, th, M):
             ctx.M = M
@@ -135,6 +142,7 @@ def _torch_sla(nx):
     M = fam.M.to_scipy().tocsr()
 
     def run():
+        """A fresh θ, torch-sla's spsolve and backward; scipy's factorizations counted."""
         count[0] = 0
         th = th0.clone().requires_grad_()
         u = torch_sla.spsolve(FamilyMap.apply(th, M), row, col, P.shape, bt, backend="scipy",
@@ -165,6 +173,7 @@ def _vmap32(nx):
     f = torch.func.vmap(lambda v: at.solve(lo.Sparse(v, P), bt))
 
     def run():
+        """One vmapped call over the 32 value sets; its factorizations and analyses."""
         at.reset_stats()
         f(V)
         s = at.stats()
@@ -185,6 +194,7 @@ def _separate32(nx):
     P = fam.pattern
 
     def run():
+        """The 32 value sets one call each; their factorizations and analyses."""
         at.reset_stats()
         for v in V:
             at.solve(lo.Sparse(v, P), bt)
@@ -205,6 +215,7 @@ def _jacrev(nx):
     bt = torch.as_tensor(b)
 
     def run():
+        """One jacrev: the n×n Jacobian A⁻¹ by one multi-column transposed solve."""
         at.reset_stats()
         J(bt)
         s = at.stats()
@@ -234,16 +245,20 @@ def _graph(edges: int):
 def _gnn(which: str):
     """The GNN layer's forward, or its backward (w̄ by SDDMM, X̄ and W̄), float32."""
     def build(edges):
+        """The row's ``run`` on a graph of ``edges`` stored entries."""
         import linops as lo
         import adjoints.torch as at
 
         P, w0, X0, W0, G = _graph(edges)
 
         def forward():
+            """Y = A(w) (X W) with fresh leaves w, X, W."""
             w, X, W = (t.clone().requires_grad_() for t in (w0, X0, W0))
             return at.matmul(lo.Sparse(w, P), X @ W), (w, X, W)
 
         def run():
+            """The forward, or a forward and the timed backward (wall and CPU time of the
+            backward alone, which run_one reports instead of the call's)."""
             if which == "forward":
                 Y, _ = forward()
                 return {"nnz": P.nnz}
@@ -398,6 +413,7 @@ def main(argv=None, out=None) -> list[dict]:
 
 
 def _legend() -> str:
+    """The section's column legend (the epilog of its --help)."""
     from .legends import legend
 
     return legend("torch")

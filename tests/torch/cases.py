@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch", reason="adjoints.torch needs torch (pip ins
 
 import linops as lo  # noqa: E402
 import solvers as sv  # noqa: E402
-import adjoints.torch as at  # noqa: E402
+import adjoints.torch  # noqa: E402,F401  (registers fam(θ) for torch θ)
 
 N = 7
 SINGLE = (torch.float32, torch.complex64)

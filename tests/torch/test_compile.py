@@ -6,7 +6,6 @@ AOTAutograd on the fake kernels and the registered backward; one test runs induc
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from tests.torch.cases import close, make_case, torch
 

@@ -13,7 +13,6 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 
 import linops as lo
