@@ -18,8 +18,8 @@ from solvers.internals import resolve
 from . import _solve_ops as ops
 from ._operand import Operand, as_tensor, operand, real_dtype
 from ._sparse import conj
-from ._store import (GRADS, REGISTRY, RELEASED, FullGradient, ReleasedFactorizationError,
-                     spec_const)
+from ._full_grad import GRADS, FullGradient
+from ._store import REGISTRY, RELEASED, ReleasedFactorizationError, spec_const
 
 __all__ = ["solve", "factorize", "Factorization"]
 

@@ -45,8 +45,11 @@ def _constants(fam: lo.AffineSparse, dtype: torch.dtype, device) -> tuple:
 
 @torch.compiler.assume_constant_result
 def _value_dtype(fam: lo.AffineSparse, theta_dtype: torch.dtype) -> torch.dtype:
-    """The dtype of K(θ)'s values: θ's precision; complex when θ or the family is."""
-    if fam.MH.values.dtype.kind == "c" and not theta_dtype.is_complex:
+    """The dtype of K(θ)'s values: θ's precision; complex when θ or the family (its map or its
+    offset) is."""
+    complex_fam = fam.MH.values.dtype.kind == "c" or (fam.offset is not None
+                                                       and fam.offset.dtype.kind == "c")
+    if complex_fam and not theta_dtype.is_complex:
         return _COMPLEX.get(theta_dtype, theta_dtype)
     return theta_dtype
 

@@ -28,7 +28,7 @@ import torch
 
 from linops.internals import namespace
 
-from . import _products, _store
+from . import _full_grad, _products, _store
 from ._convert import from_host, to_host
 from ._sparse import conj, sum_to
 from ._store import REGISTRY, cache_for, factorize_host, own, spec_id
@@ -191,7 +191,7 @@ class SolveFn(torch.autograd.Function):
         spec, trans, nbatch, b_shape = ctx.meta
         gv, gb = solve_backward(FN, key, values, x, g, spec, trans, nbatch, b_shape,
                                 ctx.needs_input_grad[1], ctx.needs_input_grad[2],
-                                _store.record_full_gradient if _store.GRADS else None)
+                                _full_grad.record_full_gradient if _full_grad.GRADS else None)
         return None, gv, gb, None, None, None
 
     @staticmethod

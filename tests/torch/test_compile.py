@@ -5,6 +5,8 @@ AOTAutograd on the fake kernels and the registered backward; one test runs induc
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from tests.torch.cases import close, make_case, torch
@@ -21,6 +23,7 @@ def _eager_and_compiled(f, args, backend="aot_eager"):
         y.backward()
         return y.detach(), [x.grad for x in leaves]
     torch._dynamo.reset()
+    gc.collect()                        # other tests' cycles: live counts this test's only
     want = value_and_grads(f)
     cf = torch.compile(f, fullgraph=True, backend=backend)
     value_and_grads(cf)                        # compiles
@@ -75,6 +78,7 @@ def test_inductor_training_step():
                          fullgraph=True, backend="inductor")
     opt = torch.optim.Adam([theta], lr=1e-2)
     torch._dynamo.reset()
+    gc.collect()
     values = []
     for step in range(4):
         at.reset_stats()
@@ -103,6 +107,7 @@ def test_compiled_autograd_grad():
     g = torch.autograd.grad(f(leaf), leaf)[0]
     torch._dynamo.reset()
     cg = torch.compile(lambda v: torch.autograd.grad(f(v), v)[0], backend="aot_eager")
+    gc.collect()
     at.reset_stats()
     close(cg(v.clone().requires_grad_()), g, 1e-12, "compile(autograd.grad)")
     s = at.stats()

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -23,6 +25,14 @@ import linops as lo  # noqa: E402
 import solvers as sv  # noqa: E402
 import adjoints.torch as at  # noqa: E402
 from adjoints.torch import _store  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_garbage():
+    """Earlier tests' reference cycles (a raised exception's frames holding a Factorization)
+    are collected first, so that ``live`` counts this test's factorizations only."""
+    gc.collect()
+    assert at.stats().live == 0
 
 
 @pytest.fixture
