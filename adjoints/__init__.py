@@ -19,7 +19,8 @@ inv_pullback(cache, Ybar)        Y = A⁻¹ used as an operator: Ā = −A⁻ᴴ
 
 logdet_pullback(cache)           log|det A|: Ā = A⁻ᴴ lazily, entries by selected inversion
 inv_sample_pullback(cache, r, c, v̄)  entries of A⁻¹: Ā = −A⁻ᴴȲA⁻ᴴ, LowRank (2 solves/column)
-eigsh_pullback(eig, λ̄, V̄)       eigenpairs: Σλ̄ᵢvᵢvᵢᴴ + projected solves for V̄ (no factorization)
+eigsh_pullback(eig, λ̄, V̄)       eigenpairs: Σλ̄ᵢvᵢvᵢᴴ + projected solves for V̄ (no factorization);
+                                 with M: EigshCotangent (K̄, M̄); DegenerateEigenvalueError
 logdet_estimate_pullback(est)    matrix-free: Hutchinson estimate of A⁻ᴴ (EstimatedCotangent, stderr)
 
 From a lazy cotangent G to numbers (re-exported from linops)
@@ -66,6 +67,8 @@ from ._pullbacks import inv_pullback as inv_pullback
 from ._pullbacks import matmul_pullback as matmul_pullback
 from ._pullbacks import solve_pullback as solve_pullback
 from ._pullbacks import trace_pullback as trace_pullback
+from ._eigsh import DegenerateEigenvalueError as DegenerateEigenvalueError
+from ._eigsh import EigshCotangent as EigshCotangent
 from ._eigsh import eigsh_pullback as eigsh_pullback
 from ._logdet import inv_sample_pullback as inv_sample_pullback
 from ._logdet import EstimatedCotangent as EstimatedCotangent
@@ -75,7 +78,8 @@ from ._logdet import logdet_pullback as logdet_pullback
 __all__ = [
     # pullbacks
     "solve_pullback", "SolveCotangent", "matmul_pullback", "trace_pullback", "inv_pullback",
-    "logdet_pullback", "inv_sample_pullback", "eigsh_pullback",
+    "logdet_pullback", "inv_sample_pullback", "eigsh_pullback", "EigshCotangent",
+    "DegenerateEigenvalueError",
     "logdet_estimate_pullback", "EstimatedCotangent",
     # from a lazy cotangent to numbers
     "project", "AffineSparse",

@@ -29,7 +29,7 @@ import numpy as np
 
 import linops as lo
 from linops.internals import ShapeError, is_array, namespace, seal
-from solvers import LinearCache, LinearProblem, Solution, StaleSolutionError
+from solvers import LinearCache, LinearProblem, RankDeficientError, Solution, StaleSolutionError
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,8 @@ class SolveCotangent:
         return self.b
 
 
-def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent:
+def solve_pullback(sol_or_cache: Solution | LinearCache, ubar, *,
+                   rank_deficient: str = "raise") -> SolveCotangent:
     """Pull ū back through u = A⁻¹b: one adjoint solve with the forward factorization, ZERO
     factorizations. Ā = RankOne(−λ, u) = −λuᴴ (LowRank(−Λ, U) for u of shape (n, k)).
 
@@ -80,10 +81,19 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
         λ stays low rank; any other operator (``Identity``, ``Diagonal``, ``Sparse``) is read as
         its n×k entries, the size of u.
 
+    rank_deficient : {'raise', 'fixed_rank'}
+        Least squares only (``sv.LeastSquares``): an A with neither full column nor full row
+        rank has no gradient (a generic dA changes the rank, and A⁺ jumps):
+        :class:`solvers.RankDeficientError` by default; 'fixed_rank' returns the derivative
+        along perturbations that keep the rank (the three-term formula below).
+
     Returns
     -------
     SolveCotangent
-        ``.A`` = Ā (lazy), ``.b`` = b̄ = λ (an array; a ``LowRank`` for a low-rank ū).
+        ``.A`` = Ā (lazy), ``.b`` = b̄ = λ (an array; a ``LowRank`` for a low-rank ū). For least
+        squares x = A⁺b: ``.A`` = r λᴴ − μ xᴴ + q pᴴ (rank 2, or 3: a ``LowRank``) with
+        μ = A⁺ᴴx̄, λ = A⁺μ (= (AᴴA)⁻¹x̄ for full column rank), r = b − Ax, and, for A without
+        full column rank, p = x̄ − A⁺Ax̄, q = A⁺ᴴx; ``.b`` = μ.
 
     Raises
     ------
@@ -149,6 +159,9 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
                         f"{type(sol_or_cache).__name__}")
     if isinstance(ubar, (list, tuple)):
         ubar = np.asarray(ubar)
+    if cache.prob.least_squares:
+        b = cache.prob.b if isinstance(sol_or_cache, Solution) else cache.rhs
+        return lstsq_pullback(cache, u, b, ubar, rank_deficient)
     if _is_operator(ubar):
         return _solve_pullback_operator(cache, u, lo.aslinop(ubar))
     if not is_array(ubar) or tuple(ubar.shape) != tuple(u.shape):
@@ -159,6 +172,81 @@ def solve_pullback(sol_or_cache: Solution | LinearCache, ubar) -> SolveCotangent
     if u.ndim == 1:
         return SolveCotangent(lo.RankOne(neg, u), lam)
     return SolveCotangent(lo.LowRank(neg, u), lam)
+
+
+def lstsq_pullback(cache, x, b, xbar, rank_deficient: str = "raise") -> SolveCotangent:
+    """x = A⁺b (min ‖Ax − b‖, minimum norm): Ā = r λᴴ − μ xᴴ + q pᴴ, b̄ = μ, from the cache's one
+    factorization (2 solves for full column rank, 4 otherwise; never the normal equations).
+
+    μ = A⁺ᴴx̄ (``solve_adjoint``), λ = A⁺μ (= (AᴴA)⁻¹x̄ when A has full column rank: R⁻¹R⁻ᴴ for
+    QR), r = b − Ax; without full column rank also p = x̄ − A⁺Ax̄ (x̄'s part in A's null space)
+    and q = A⁺ᴴx (Golub–Pereyra). The formula is the gradient where A has full column or full
+    row rank, and the derivative along rank-preserving perturbations otherwise (only with
+    ``rank_deficient='fixed_rank'``).
+    """
+    if rank_deficient not in ("raise", "fixed_rank"):
+        raise ValueError(f"rank_deficient must be 'raise' or 'fixed_rank', got {rank_deficient!r}")
+    if _is_operator(xbar):
+        xbar = lo.to_dense(lo.aslinop(xbar), allow_dense=True)
+    if not is_array(xbar) or tuple(xbar.shape) != tuple(x.shape):
+        raise ShapeError(f"ubar.shape={tuple(getattr(xbar, 'shape', ()))} but "
+                         f"u.shape={tuple(x.shape)}")
+    if b is None:
+        raise StaleSolutionError("the cache holds no right-hand side for its u: call "
+                                 "cache.solve(b) before pulling back")
+    A = cache.A
+    m, n = A.shape
+    vec = x.ndim == 1
+    X = x[:, None] if vec else x
+    Xb = xbar[:, None] if vec else xbar
+    B = b[:, None] if b.ndim == 1 else b
+    Ainv = cache.as_operator()
+    column = getattr(cache.factor, "column_rank", None)
+    if column and hasattr(cache.factor, "gram_solve"):        # R only: λ = (AᴴA)⁻¹x̄, μ = Aλ
+        lam = np.asarray(cache.solve_gram(Xb))
+        mu = np.asarray(A @ lam)
+    else:
+        mu = np.asarray(cache.solve_adjoint(Xb))              # A⁺ᴴ x̄
+        lam = np.asarray(Ainv @ mu)                           # A⁺A⁺ᴴ x̄
+    R = np.asarray(B) - np.asarray(A @ X)
+    Us, Vs = [R, -mu], [lam, np.asarray(X)]
+    if column is None:                                        # QR knows; LSMR: look
+        column = _full_column_rank(Ainv, A, Xb, m, n)
+    if not column:
+        P = np.asarray(Xb) - np.asarray(Ainv @ np.asarray(A @ Xb))   # null-space part of x̄
+        Q = np.asarray(cache.solve_adjoint(np.asarray(X)))            # A⁺ᴴ x
+        if rank_deficient == "raise" and not _full_row_rank(cache, Ainv, A, m, n):
+            raise RankDeficientError(
+                f"solve_pullback: A ({m}×{n}) has neither full column nor full row rank, so "
+                f"x = A⁺b is not differentiable there (a generic perturbation changes the rank "
+                f"and A⁺ jumps); regularise (stack √α·L under A), or pass "
+                f"rank_deficient='fixed_rank' for the derivative along rank-preserving "
+                f"perturbations")
+        Us.append(Q)
+        Vs.append(P)
+    U = seal(np.concatenate(Us, axis=1))
+    V = seal(np.concatenate(Vs, axis=1))
+    return SolveCotangent(lo.LowRank(U, V), seal(mu[:, 0] if vec else mu))
+
+
+def _full_column_rank(Ainv, A, Xb, m, n) -> bool:
+    """m ≥ n and x̄ has no part in A's null space (an iterative cache's evidence)."""
+    if m < n:
+        return False
+    P = np.asarray(Xb) - np.asarray(Ainv @ np.asarray(A @ Xb))
+    return bool(np.linalg.norm(P) <= 1e-6 * max(np.linalg.norm(Xb), 1e-300))
+
+
+def _full_row_rank(cache, Ainv, A, m, n) -> bool:
+    """A A⁺ = I (QR of a wide A says so; else one random probe)."""
+    known = getattr(cache.factor, "row_rank", None)
+    if known is not None:
+        return known
+    if m > n:
+        return False
+    y = np.random.default_rng(0).standard_normal(m)
+    back = np.asarray(A @ np.asarray(Ainv @ y))
+    return bool(np.linalg.norm(back - y) <= 1e-6 * np.linalg.norm(y))
 
 
 def _solve_pullback_operator(cache, u, ubar) -> SolveCotangent:

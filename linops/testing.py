@@ -8,7 +8,8 @@ query with the dense computation. The zoo gives one small instance of every oper
 any backend and dtype, for property tests; ``poisson_family`` a finite-element family with its
 load, for examples and benchmarks; ``check_family`` compares a family with an assembly of your
 own finite-element code (and tells you when the element blocks went in transposed);
-``tight_binding`` a lattice Hamiltonian family for eigenvalue and log-det examples.
+``tight_binding`` a lattice Hamiltonian family for eigenvalue and log-det examples;
+``membrane_families`` the stiffness and mass families of a vibrating plate (K v = λ M v).
 
 Examples
 --------
@@ -40,7 +41,7 @@ from ._operators.sparse import Sparse
 
 __all__ = ["dottest", "check_against_dense", "zoo", "ZOO_NAMES", "tolerance", "random_array",
            "poisson_family", "grid_dofs", "q4_laplace_stiffness", "check_family",
-           "tight_binding"]
+           "tight_binding", "q4_mass", "membrane_families"]
 
 
 def tolerance(dtype) -> float:
@@ -364,6 +365,59 @@ def grid_dofs(nx: int, ny: int) -> np.ndarray:
     ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
     return np.stack([ix[:-1, :-1].ravel(), ix[:-1, 1:].ravel(), ix[1:, 1:].ravel(),
                      ix[1:, :-1].ravel()], axis=1)
+
+
+def q4_mass():
+    """Consistent element mass of a unit bilinear (Q4) square, nodes counter-clockwise.
+
+    Symmetric positive definite, entries summing to the cell's area (1).
+
+    Examples
+    --------
+    >>> (q4_mass() * 36).astype(int)[0].tolist(), float(q4_mass().sum())
+    ([4, 2, 1, 2], 1.0)
+    """
+    return np.array([[4.0, 2.0, 1.0, 2.0], [2.0, 4.0, 2.0, 1.0],
+                     [1.0, 2.0, 4.0, 2.0], [2.0, 1.0, 2.0, 4.0]]) / 36.0
+
+
+def membrane_families(nx: int, ny: int | None = None):
+    """Stiffness and mass families of a clamped membrane (a scalar plate model) on the unit
+    square, nx×ny Q4 cells, boundary fixed: K(θ) = Σₑ θₑ Kₑ (θ the cells' stiffness) and
+    M(ρ) = Σₑ ρₑ Mₑ (ρ the cells' density), both symmetric positive definite for θ, ρ > 0.
+
+    K v = λ M v gives the vibration modes, λ = ω² (``sv.eigsh(K, k, M=M, sigma=0)``); the
+    lowest λ is π²·2 for θ = ρ = 1 as the mesh is refined. (nx − 1)(ny − 1) unknowns, about 9
+    stored entries per row in each.
+
+    Returns
+    -------
+    (fam_K, fam_M) : AffineSparse, AffineSparse
+        On the same free dofs, ``n_params`` = nx·ny each.
+
+    Examples
+    --------
+    >>> fam_K, fam_M = membrane_families(4)
+    >>> fam_K.shape, fam_M.shape, fam_M.n_params
+    ((9, 9), (9, 9), 16)
+    >>> round(float(fam_M(np.ones(16)).to_scipy().sum()), 12)   # the interior nodes' share
+    0.444444444444
+    """
+    ny = nx if ny is None else ny
+    ix = np.arange((nx + 1) * (ny + 1)).reshape(ny + 1, nx + 1)
+    nodes = np.concatenate([ix[0], ix[-1], ix[1:-1, 0], ix[1:-1, -1]])
+    dofs, n = grid_dofs(nx, ny), (nx + 1) * (ny + 1)
+    hx, hy = 1.0 / nx, 1.0 / ny
+    Ke = np.array([[2 * (hy / hx + hx / hy), hx / hy - 2 * hy / hx, -(hx / hy + hy / hx),
+                    hy / hx - 2 * hx / hy],
+                   [hx / hy - 2 * hy / hx, 2 * (hy / hx + hx / hy), hy / hx - 2 * hx / hy,
+                    -(hx / hy + hy / hx)],
+                   [-(hx / hy + hy / hx), hy / hx - 2 * hx / hy, 2 * (hy / hx + hx / hy),
+                    hx / hy - 2 * hy / hx],
+                   [hy / hx - 2 * hx / hy, -(hx / hy + hy / hx), hx / hy - 2 * hy / hx,
+                    2 * (hy / hx + hx / hy)]]) / 6.0
+    return (AffineSparse.from_elements(Ke, dofs, n, fixed=nodes),
+            AffineSparse.from_elements(q4_mass() * hx * hy, dofs, n, fixed=nodes))
 
 
 def poisson_family(nx: int, ny: int | None = None, *, fixed: str = "left"):

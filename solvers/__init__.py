@@ -10,6 +10,8 @@ is ``init`` plus one solve, with the algorithm picked for you by default. Every 
 Problem and results
 -------------------
 LinearProblem(A, b, hermitian=, posdef=)   A u = b; A and b are snapshotted; hints for Auto
+LeastSquares(A, b)                         min ‖A u − b‖ for an m×n A (a LinearProblem with
+                                           ``least_squares=True``): QR or LSMR
 init(prob, alg=None, like=None)            factorize once -> LinearCache (``like=``: reuse
                                            another cache's symbolic analysis)
 solve(prob, alg=None, throw=True)          init + one solve -> Solution
@@ -36,8 +38,13 @@ GMRES, BiCGStab            Krylov, general A (``rtol``, ``atol``, ``maxiter``, `
 Woodbury(base)             B + U Vᴴ from B's factorization and a k×k system
 DiagonalSolve()            Diagonal / Identity: division
 Pardiso(posdef=)           Intel MKL PARDISO (optional: ``pip install "linops[pardiso]"``)
+QR()                       least squares (and square systems): SuiteSparseQR sparse
+                           (``pip install "linops[qr]"``), LAPACK dense; min-norm for m < n
+LSMR(rtol=, solver=)       iterative least squares (scipy lsmr/lsqr), min-norm for any rank
+KLU(pivot_rtol=, ordering=)  SuiteSparse KLU, compiled in where SuiteSparse is installed
 PETSc(ksp_type=, pc_type=)  PETSc KSP + PC over MPI, with checked transposed solves (optional)
 cholmod_available()        whether sparse Cholesky (scikit-sparse) is installed
+native_available()         whether the compiled extension (KLU, native JAX solves) is built
 show_config()              the algorithm table, generated from the registry (what runs here)
 
 Preconditioners (``precond=`` of a Krylov method)
@@ -46,12 +53,14 @@ AMG(kind="sa" | "rs")      algebraic multigrid (pyamg; numpy only); also a solve
 ILU(drop_tol, fill_factor)  incomplete LU (numpy, cupy)
 Jacobi()                   diag(A)⁻¹ (every backend, lazy operators too)
 
-Log-determinants, selected inversion (issue 18)
------------------------------------------------
+Log-determinants, selected inversion, eigenvalues
+-------------------------------------------------
 cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
 selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
 inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
-eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization
+eigsh(A, k, sigma=) -> Eigenpairs  Hermitian eigenpairs by shift-invert on one factorization;
+                                  M= for K v = λ M v (M-orthonormal vectors)
+buckling(K, KG, k) -> Eigenpairs  load factors of (K + λK_G) v = 0 (eigsh with M = −K_G)
 logdet_estimate(A) -> LogDetEstimate  matrix-free A: SLQ estimate of log det, with its stderr
 
 Errors and warnings
@@ -59,6 +68,8 @@ Errors and warnings
 SolveError                 base of every solve failure (``status`` says which); ``throw=False``
                            returns these as a Status instead
 SingularMatrixError        a zero or tiny pivot
+RankDeficientError         least squares: A without full column (row) rank for QR (a
+                           SingularMatrixError)
 NotPositiveDefiniteError   Cholesky of a Hermitian indefinite A (a SingularMatrixError)
 NotHermitianError          Cholesky of a non-Hermitian A (hints never switch the check off)
 NonFiniteInputError        NaN/Inf in A or a right-hand side
@@ -119,6 +130,8 @@ from ._engines.krylov import GMRES as GMRES
 from ._engines.krylov import MINRES as MINRES
 from ._engines.krylov import BiCGStab as BiCGStab
 from ._engines.pardiso import Pardiso as Pardiso
+from ._engines.klu import KLU as KLU
+from ._engines.klu import native_available as native_available
 from ._engines.petsc import PETSc as PETSc
 from ._engines.petsc import TransposeNotSupportedError as TransposeNotSupportedError
 from ._engines.precond import ILU as ILU
@@ -131,6 +144,10 @@ from ._results import Status as Status
 from ._solve import init as init
 from ._solve import solve as solve
 from ._engines.woodbury import Woodbury as Woodbury
+from ._engines.lstsq import LSMR as LSMR
+from ._engines.lstsq import QR as QR
+from ._problem import LeastSquares as LeastSquares
+from ._errors import RankDeficientError as RankDeficientError
 from ._results import LogDet as LogDet
 from ._results import SelectedInverse as SelectedInverse
 from ._inverse import selected_inverse as selected_inverse
@@ -138,6 +155,7 @@ from ._inverse import Inverse as Inverse
 from ._inverse import inverse as inverse
 from ._results import Eigenpairs as Eigenpairs
 from ._eigsh import eigsh as eigsh
+from ._eigsh import buckling as buckling
 from ._results import LogDetEstimate as LogDetEstimate
 from ._logdet_estimate import logdet_estimate as logdet_estimate
 
@@ -146,16 +164,18 @@ __all__ = [
     "LinearProblem", "init", "solve", "Solution", "LinearCache", "CacheStats", "Status",
     # algorithms
     "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
-    "Pardiso", "PETSc", "cholmod_available", "show_config",
+    "Pardiso", "PETSc", "cholmod_available", "show_config", "KLU", "native_available",
+    # least squares
+    "LeastSquares", "QR", "LSMR", "RankDeficientError",
     # preconditioners
     "AMG", "ILU", "Jacobi",
     # errors and warnings
     "SolveError", "SingularMatrixError", "NotPositiveDefiniteError", "NotHermitianError",
     "NonFiniteInputError", "ConvergenceError", "StaleSolutionError", "HintWarning",
     "BackendNotSupported", "TransposeNotSupportedError",
-    # log-determinants, selected inversion, eigenvalues (issue 18)
+    # log-determinants, selected inversion, eigenvalues
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
-    "eigsh", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
+    "eigsh", "buckling", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
 ]
 
 

@@ -36,13 +36,24 @@ from linops.internals import ShapeError
 
 from ._checks import backend_of_problem, finite_or_raise
 from ._contract import Prepared, prepare
-from ._errors import SolveError, StaleSolutionError
+from ._errors import BackendNotSupported, SolveError, StaleSolutionError
 from ._problem import LinearProblem, as_rhs
-from ._registry import resolve
+from ._registry import entry, resolve
 from ._results import CacheStats, Status
 
 NOT_A_PROBLEM = ("expected a solvers.LinearProblem, got {0}; build one first: "
                  "sv.solve(sv.LinearProblem(A, b)) or sv.init(sv.LinearProblem(A, b), alg)")
+
+
+def least_squares_default(A) -> str:
+    """The algorithm a least-squares problem gets without ``alg``: QR (SuiteSparseQR for a
+    sparse A when ``sparseqr`` is installed, LAPACK for a dense one), else LSMR."""
+    from linops.internals import structure  # noqa: PLC0415 (beside its one use)
+
+    kind = structure(A)
+    if kind == "dense" or (kind == "sparse" and entry("qr").unavailable() is None):
+        return "qr"
+    return "lsmr"
 
 
 class LinearCache:
@@ -124,6 +135,8 @@ class LinearCache:
             raise TypeError(f"like must be a solvers.LinearCache (a cache whose symbolic analysis "
                             f"to reuse), got {type(like).__name__}")
         self.prob = prob
+        if alg is None and like is None and prob.least_squares:
+            alg = least_squares_default(prob.A)
         self.alg = resolve(alg) if alg is not None or like is None else like.alg
         self.check_finite = check_finite
         self.stats = CacheStats()
@@ -164,6 +177,12 @@ class LinearCache:
         return self._u
 
     @property
+    def rhs(self):
+        """The right-hand side of :attr:`u` for a least-squares cache (read-only), or None:
+        its pullback needs the residual b − Au."""
+        return getattr(self, "_rhs", None) if self._u is not None else None
+
+    @property
     def kind(self) -> str:
         """What the algorithm set up, in words: 'dense LU', 'SuperLU', 'CHOLMOD',
         'CG + AMG(sa): 3 levels, ...', 'Woodbury(rank 1) over diagonal', ... (``sv.Auto``'s
@@ -193,7 +212,8 @@ class LinearCache:
         >>> Ainv @ np.ones(2), Ainv.H @ np.ones(2)
         (array([0.5-0.5j, 1. +0.j ]), array([0.5+0.j , 1. +0.5j]))
         """
-        return lo.MatrixFree(self.A.shape, self.A.dtype, lambda X: self._run(X, "N", "x"),
+        m, n = self.A.shape  # A⁺ (n × m) for a least-squares cache
+        return lo.MatrixFree((n, m), self.A.dtype, lambda X: self._run(X, "N", "x"),
                              lambda X: self._run(X, "H", "x"))
 
     def logdet(self):
@@ -279,8 +299,11 @@ class LinearCache:
         if b is None:
             raise ValueError("no right-hand side: pass b to solve() or to the LinearProblem")
         u = self._run(b, "N", "b")
-        u = backend_of_problem(self.A, u).freeze(u)
+        be = backend_of_problem(self.A, u)
+        u = be.freeze(u)
         self._u = u
+        if self.prob.least_squares:  # its pullback needs r = b − Au: keep the b of u
+            self._rhs = b if b is self.prob.b else be.freeze(be.xp.asarray(b).copy())
         return u
 
     def solve_adjoint(self, c):
@@ -315,6 +338,40 @@ class LinearCache:
         """
         return self._run(c, "H", "c")
 
+    def solve_gram(self, c):
+        """λ = (AᴴA)⁻¹ c for a least-squares cache whose A (m ≥ n) has full column rank, from
+        the QR factors: R⁻ᴴ then R⁻¹ (two triangular solves, no Q, never AᴴA itself). The solve
+        the least-squares pullback needs (λ for x̄ = c; then Aλ = A⁺ᴴc). Counted as an adjoint
+        solve.
+
+        Raises
+        ------
+        BackendNotSupported
+            The cache's engine has no R (LSMR, the square solvers), or A is wide.
+
+        Examples
+        --------
+        >>> import numpy as np, solvers as sv
+        >>> A = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+        >>> cache = sv.init(sv.LeastSquares(A))
+        >>> bool(np.allclose(cache.solve_gram(np.ones(2)), np.linalg.solve(A.T @ A, np.ones(2))))
+        True
+        """
+        fn = getattr(self.factor, "gram_solve", None)
+        if fn is None or not getattr(self.factor, "column_rank", False):
+            raise BackendNotSupported(f"solve_gram needs the R of a QR factorization of an A with "
+                                      f"full column rank; this cache holds {self.kind} of an A "
+                                      f"of shape {self.A.shape}")
+        c = as_rhs(self.A, c, "c", rows=self.A.shape[1])
+        if self.check_finite:
+            finite_or_raise(c, "c")
+        C = c[:, None] if c.ndim == 1 else c
+        X = fn(C)
+        self.stats.adjoint_solves += 1
+        dtype = np.result_type(self.A.dtype, c.dtype, np.float32)
+        X = np.asarray(X).astype(dtype, copy=False)
+        return X[:, 0] if c.ndim == 1 else X
+
     def solve_transpose(self, c):
         """λ = A⁻ᵀ c with the same factorization (complex symmetric problems, JAX's convention).
 
@@ -332,15 +389,17 @@ class LinearCache:
         return self._run(c, "T", "c")
 
     def _run(self, b, trans: str, name: str):
-        b = as_rhs(self.A, b, name)
+        m, n = self.A.shape  # least squares: b has m rows, c (adjoint, transpose) n
+        b = as_rhs(self.A, b, name, rows=None if m == n or trans == "N" else n)
         if self.check_finite:
             finite_or_raise(b, name)
         B = b[:, None] if b.ndim == 1 else b  # factors see (n, k) only
         # the answer's dtype depends on the inputs only, never on the factor's working precision
         dtype = np.result_type(self.A.dtype, b.dtype, np.float32)
         be = backend_of_problem(self.A, b)
-        if B.shape[0] == 0 or B.shape[1] == 0:  # empty: exact, and no engine sees it
-            X = be.xp.zeros(tuple(B.shape), dtype=dtype)
+        out = (n if trans == "N" else m, B.shape[1])
+        if B.shape[0] == 0 or B.shape[1] == 0 or out[0] == 0:  # empty: exact, no engine sees it
+            X = be.xp.zeros(out, dtype=dtype)
         else:
             try:
                 X = self._factor_solve(B, trans, be)
@@ -431,14 +490,16 @@ class LinearCache:
             if A.shape != prob.A.shape:
                 raise ShapeError(f"update: new A.shape={A.shape} but the cache's "
                                  f"A.shape={prob.A.shape}")
-            new_prob = LinearProblem(A, prob.b if b is None else b, **prob.given_hints)
+            new_prob = LinearProblem(A, prob.b if b is None else b, **prob.given_hints,
+                                     least_squares=prob.least_squares)
             # build the new factor first and assign last: a failure leaves the cache untouched
             made = self._prepare(new_prob, self.factor, keep_previous=False)
             self.factor, self.prob = made.factor, new_prob
             self.generation += 1
             self._u = None
         elif b is not None:
-            self.prob = LinearProblem(prob.A, b, **prob.given_hints)
+            self.prob = LinearProblem(prob.A, b, **prob.given_hints,
+                                      least_squares=prob.least_squares)
             self._u = None
         return self
 

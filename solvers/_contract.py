@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import linops as lo
-from linops.internals import structure_key
+from linops.internals import structure, structure_key
 
 from ._checks import (backend_of_problem, check_finite_operator, is_hermitian, precision,
                       require_hermitian)
@@ -167,6 +167,8 @@ class Algorithm(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    #: solves min ‖Ax − b‖ for any m×n A (``sv.QR``, ``sv.LSMR``); the others need a square A
+    least_squares: ClassVar[bool] = False
 
     def needs_hermitian(self, A, prob) -> bool:
         """True when this algorithm's factorization is valid only for a Hermitian A (checked
@@ -188,9 +190,14 @@ class Algorithm(abc.ABC):
         """A full setup: the declared requirements, then :meth:`_setup` (an empty A gets an
         :class:`EmptyFactor`). The cache reaches it through :func:`prepare`, which makes the
         checks common to every algorithm first."""
+        if getattr(prob, "least_squares", False) and not self.least_squares:
+            raise TypeError(f"{self.label} solves square systems A u = b, and this is a "
+                            f"least-squares problem (A.shape={A.shape}): use sv.QR() "
+                            f"(SuiteSparseQR / LAPACK) or sv.LSMR() (iterative)")
         if self.needs_hermitian(A, prob):
             require_hermitian(A, self.label)
-        factor = EmptyFactor(A) if A.shape[0] == 0 else self._setup(A, prob)
+        empty = A.shape[0] == 0 and not self.least_squares  # least squares: the engine's shapes
+        factor = EmptyFactor(A) if empty else self._setup(A, prob)
         if not isinstance(factor, Factor):
             raise TypeError(f"{self.label}._setup returned {type(factor).__name__}, not a "
                             f"solvers Factor")
@@ -245,6 +252,7 @@ def prepare(alg: Algorithm, A: lo.LinearOperator, prob, *, previous: Factor | No
         check_finite_operator(A)
     key = structure_key(A)
     plan = alg.plan(A, prob) if A.shape[0] else alg
+    check_declared(plan, A, be)
     factor = None
     if previous is not None and same_spec(previous.plan, plan) and _reusable(previous, A, key, be):
         factor = previous._spawn(A) if keep_previous else previous._refactor(A)
@@ -255,6 +263,30 @@ def prepare(alg: Algorithm, A: lo.LinearOperator, prob, *, previous: Factor | No
         factor = plan.setup(A, prob)
     factor.structure, factor.backend, factor.precision = key, be.name, precision(A.dtype)
     return Prepared(factor, reused)
+
+
+def check_declared(alg: Algorithm, A: lo.LinearOperator, be) -> None:
+    """BackendNotSupported, in one message, when the registry entry of ``alg`` does not declare
+    A's structure, A's backend or A's dtype (engines do not re-check what they declare)."""
+    from ._registry import entries, entry_of  # the registry imports this module (Algorithm)
+
+    e = entry_of(alg)
+    if e is None:
+        return
+    kind = structure(A)
+    if kind not in e.structures:
+        takes = [x.name for x in entries() if kind in x.structures]
+        raise BackendNotSupported(
+            f"{alg.label} takes {', '.join(e.structures)} operators, and A is {kind} "
+            f"({type(A).__name__}, {A.shape[0]}×{A.shape[1]}); algorithms that take {kind} "
+            f"operators: {', '.join(takes) or 'none'}")
+    if be.name not in e.backends:
+        raise BackendNotSupported(
+            f"{alg.label} takes {', '.join(e.backends)} arrays, and A's are {be.name}; "
+            f"sv.show_config() lists what each algorithm takes")
+    why = e.unsupported(A.dtype) if e.unsupported is not None else None
+    if why is not None:
+        raise BackendNotSupported(f"{alg.label}: {why}")
 
 
 def same_spec(a, b) -> bool:

@@ -1,14 +1,21 @@
-"""``sv.eigsh``: a few eigenpairs of a Hermitian operator, by shift-invert on ONE factorization.
+"""``sv.eigsh``: a few eigenpairs of a Hermitian operator or pencil, by shift-invert on ONE
+factorization.
 
-With a shift σ, ARPACK's Lanczos runs on (A − σI)⁻¹ applied by a cache's solves: the
-eigenvalues nearest σ converge first (σ below the spectrum: the lowest ones, a ground state).
-The cache — made here with ``alg`` (``sv.Auto()``: CHOLMOD when A − σI is positive definite) or
-passed in — is kept on the result, so the eigenvector cotangents of
-``adjoints.eigsh_pullback`` reuse its factorization (a projected solve, preconditioned by it).
-Without σ, Lanczos on A itself (``which='SA'``, ``'LA'``, ``'LM'``), no factorization.
+Standard (``M=None``): A v = λ v. Generalized (``M=`` Hermitian positive definite, a mass
+matrix): K v = λ M v with M-orthonormal vectors (VᴴMV = I). With a shift σ, ARPACK's Lanczos
+runs on (K − σM)⁻¹ applied by a cache's solves: the eigenvalues nearest σ converge first (σ
+below the spectrum: the lowest ones, a ground state, the fundamental modes). The cache — made
+here with ``alg`` (``sv.Auto()``: CHOLMOD when K − σM is positive definite) or passed in — is
+kept on the result, so the eigenvector cotangents of ``adjoints.eigsh_pullback`` reuse its
+factorization (a projected solve, preconditioned by it). Without σ (standard case only),
+Lanczos on A itself (``which='SA'``, ``'LA'``, ``'LM'``), no factorization.
 
-Results are checked: every returned pair has ‖Av − λv‖ ≤ ``residual_tol``·‖A‖₁ (estimated),
-or :class:`ConvergenceError` is raised.
+One eigenpair more than asked for is computed (when k + 1 < n) and its eigenvalue kept as
+``Eigenpairs.beyond``: it tells the pullbacks whether the last eigenvalue returned has an equal
+partner that was not (a degenerate cluster cut in two has no gradient).
+
+Results are checked: every returned pair has ‖Kv − λMv‖ ≤ ``residual_tol``·(‖K‖₁ + |λ|‖M‖₁)‖v‖
+(estimated), or :class:`ConvergenceError` is raised.
 """
 
 from __future__ import annotations
@@ -21,63 +28,80 @@ import linops as lo
 from linops.internals import ShapeError, csr_parts, dense_array, structure, to_numpy
 
 from ._checks import hermitian_tol, is_hermitian, precision
-from ._errors import BackendNotSupported, ConvergenceError, NotHermitianError, Status
+from ._errors import (BackendNotSupported, ConvergenceError, NotHermitianError,
+                      NotPositiveDefiniteError, SingularMatrixError, Status)
 from ._problem import LinearProblem
+from ._registry import resolve
 from ._results import Eigenpairs
 from ._solve import init
 
 _WHICH = ("LM", "SM", "LA", "SA", "BE")
 
 
-def eigsh(A, k: int = 1, sigma: float | None = None, *, which: str = "LM", alg=None,
+def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM", alg=None,
           cache=None, tol: float = 0.0, maxiter: int | None = None, ncv: int | None = None,
           v0=None, residual_tol: float | None = None) -> Eigenpairs:
-    """k eigenpairs of a Hermitian A: shift-invert around ``sigma`` on one factorization.
+    """k eigenpairs of a Hermitian A (or of the pencil K v = λ M v): shift-invert around
+    ``sigma`` on one factorization.
 
     Parameters
     ----------
     A : operator or anything ``lo.aslinop`` accepts
-        Hermitian (checked: O(nnz) for sparse, two products for a matrix-free operator).
+        Hermitian (checked: O(nnz) for sparse, two products for a matrix-free operator): the
+        stiffness K of a generalized problem.
     k : int
         1 ≤ k < n.
     sigma : float, optional
-        Shift: the k eigenvalues nearest σ (``which='LM'`` of (A − σI)⁻¹). A − σI is factorized
-        once (``alg``, default ``sv.Auto()`` with ``posdef`` when σ is below A's Gershgorin
-        bound) unless ``cache`` holds its factorization already. Needs an assembled A (Dense or
-        Sparse). Without σ: Lanczos on A, ``which`` as in scipy (``'SA'``: smallest).
+        Shift: the k eigenvalues nearest σ (``which='LM'`` of (K − σM)⁻¹). K − σM is factorized
+        once (``alg``, default ``sv.Auto()`` with ``posdef`` when σ is below K − σM's
+        Gershgorin bound) unless ``cache`` holds its factorization already. Needs an assembled
+        K (and M): Dense or Sparse. Without σ: Lanczos on A, ``which`` as in scipy (``'SA'``:
+        smallest); a generalized problem needs σ.
+    M : operator, optional
+        The mass matrix of K v = λ M v: Hermitian positive definite (checked: a singular or
+        indefinite M raises by name), of A's shape. The vectors come M-orthonormal.
     which : str
         'LM' (default; with σ: nearest σ), 'SM', 'LA', 'SA', 'BE'.
     alg : algorithm, optional
-        How to factorize A − σI.
+        How to factorize K − σM.
     cache : LinearCache, optional
-        A factorization of A − σI to reuse (verified by one product with a random vector).
+        A factorization of K − σM to reuse (verified by one product with a random vector).
     tol, maxiter, ncv, v0
         ARPACK's (tol=0: machine precision).
     residual_tol : float, optional
-        Accept a pair when ‖Av − λv‖ ≤ residual_tol·‖A‖₁; default 1e-8 (1e-3 in single
-        precision).
+        Accept a pair when ‖Kv − λMv‖ ≤ residual_tol·(‖K‖₁ + |λ|‖M‖₁)‖v‖; default 1e-8 (1e-3
+        in single precision).
 
     Returns
     -------
     Eigenpairs
+        ``values`` ascending, ``vectors`` (orthonormal; M-orthonormal with M), ``cache`` (the
+        factorization of K − σM), ``beyond`` (the nearest eigenvalue not returned, or None).
 
     Raises
     ------
     ShapeError
-        A not square, or k not in [1, n) (use ``numpy.linalg.eigh`` for all eigenpairs).
+        A not square, M of another shape, or k not in [1, n) (use ``numpy.linalg.eigh`` for
+        all eigenpairs).
     NotHermitianError
-        A is not Hermitian (the message gives the defect).
+        A or M is not Hermitian (the message gives the defect).
+    NotPositiveDefiniteError, SingularMatrixError
+        M is indefinite or singular (the message names the entry or the Rayleigh quotient).
     ConvergenceError
         ARPACK did not converge in ``maxiter``, or a pair misses ``residual_tol``.
     BackendNotSupported
         σ with a matrix-free A (nothing to factorize: give σ=None), or cupy/jax arrays.
+    ValueError
+        M without σ.
 
     Notes
     -----
-    Cost with σ: one factorization of A − σI plus one solve per Lanczos step (usually 2k to
-    4k of them for well separated eigenvalues); without σ: one product with A per step, many
-    more steps for interior or clustered eigenvalues. The gradient of λᵢ with respect to A is
-    vᵢvᵢᴴ (``adjoints.eigsh_pullback``), O(n) memory.
+    Cost with σ: one factorization of K − σM plus one solve (and one product with M) per
+    Lanczos step (usually 2k to 4k of them for well separated eigenvalues); without σ: one
+    product with A per step, many more steps for interior or clustered eigenvalues. An M that
+    is not diagonally dominant is checked by a short Lanczos run on M (products only; a
+    Cholesky of M only if that does not settle). The gradient of λᵢ is vᵢvᵢᴴ with respect to
+    K and −λᵢvᵢvᵢᴴ with respect to M (``adjoints.eigsh_pullback``), O(n) memory.
 
     Examples
     --------
@@ -86,6 +110,12 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, which: str = "LM", alg=N
     >>> H = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]).tocsr()
     >>> e = sv.eigsh(H, 1, sigma=-0.1)                     # the lowest: 2 − 2cos(π/(n+1))
     >>> bool(abs(e.values[0] - (2 - 2 * np.cos(np.pi / (n + 1)))) < 1e-12)
+    True
+    >>> M = sp.diags(np.full(n, 2.0)).tocsr()              # K v = λ M v: λ halves
+    >>> g = sv.eigsh(H, 2, sigma=-0.1, M=M)
+    >>> bool(np.allclose(g.values, sv.eigsh(H, 2, sigma=-0.1).values / 2, rtol=1e-12))
+    True
+    >>> bool(np.allclose(g.vectors.T @ (M @ g.vectors), np.eye(2)))   # M-orthonormal
     True
     >>> sv.eigsh(H, n)
     Traceback (most recent call last):
@@ -102,51 +132,173 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, which: str = "LM", alg=N
     if which not in _WHICH:
         raise ValueError(f"eigsh: which must be one of {_WHICH}, got {which!r}")
     _require_hermitian(A)
-    dtype = precision(A.dtype)
+    if M is not None:
+        M = lo.aslinop(M)
+        if M.shape != A.shape:
+            raise ShapeError(f"eigsh: M.shape={M.shape} but A.shape={A.shape}")
+        if sigma is None:
+            raise ValueError("eigsh with M needs sigma (shift-invert on one factorization of "
+                             "K − σM); sigma=0 gives the lowest modes of a constrained "
+                             "structure, a σ below the spectrum those of a free one")
+        _require_hermitian(M, "M")
+        require_mass(M)
+    dtype = precision(np.result_type(A.dtype, M.dtype) if M is not None else A.dtype)
     rtol = residual_tol if residual_tol is not None else (
         1e-3 if dtype in (np.float32, np.complex64) else 1e-8)
+    # one pair beyond k: the nearest eigenvalue left out (a cluster cut in two is named later)
+    extra = 1 if (k + 1 < n and which != "BE") else 0
     Aop = lo.aslinearoperator(A)
+    Mop = None if M is None else lo.aslinearoperator(M)
     try:
         if sigma is None:
-            w, V = sla.eigsh(Aop, k, which=which, tol=tol, maxiter=maxiter, ncv=ncv, v0=v0)
+            w, V = sla.eigsh(Aop, k + extra, which=which, tol=tol, maxiter=maxiter, ncv=ncv,
+                             v0=v0)
             cache = None
         else:
-            cache = _shift_cache(A, float(sigma), alg, cache)
+            cache = _shift_cache(A, float(sigma), alg, cache, M)
             op = cache.as_operator()
             OPinv = sla.LinearOperator((n, n), matvec=lambda x: op @ x,
                                        matmat=lambda X: op @ X, dtype=np.dtype(op.dtype))
-            w, V = sla.eigsh(Aop, k, sigma=float(sigma), which=which, OPinv=OPinv, tol=tol,
-                             maxiter=maxiter, ncv=ncv, v0=v0, mode="normal")
+            w, V = sla.eigsh(Aop, k + extra, M=Mop, sigma=float(sigma), which=which,
+                             OPinv=OPinv, tol=tol, maxiter=maxiter, ncv=ncv, v0=v0,
+                             mode="normal")
     except sla.ArpackNoConvergence as e:
         raise ConvergenceError(
             f"eigsh: ARPACK did not converge ({len(e.eigenvalues)} of k={k} eigenpairs after "
             f"maxiter={maxiter}); raise maxiter or ncv, or move sigma nearer the eigenvalues "
             f"wanted", [], status=Status.MAX_ITERATIONS) from None
-    order = np.argsort(w)
-    w, V = np.asarray(w)[order].real, np.asarray(V)[:, order]
-    R = np.asarray(A @ V) - V * w
+    w, V = np.asarray(w).real, np.asarray(V)
+    beyond = None
+    if extra:
+        drop = _last_by_which(w, sigma, which)
+        beyond = float(w[drop])
+        keep = np.delete(np.arange(w.size), drop)
+        w, V = w[keep], V[:, keep]
+    order = np.argsort(w, kind="stable")
+    w, V = w[order], V[:, order]
+    V = _orthonormal(V, M)
+    MV = V if M is None else np.asarray(to_numpy(M @ V))
+    R = np.asarray(to_numpy(A @ V)) - MV * w
     res = np.linalg.norm(R, axis=0)
     scale = _norm1_estimate(A)
-    if np.any(~np.isfinite(res)) or np.any(res > rtol * max(scale, 1e-300)):
-        i = int(np.argmax(res))
+    if M is not None:
+        scale = (scale + np.abs(w) * _norm1_estimate(M)) * np.linalg.norm(V, axis=0)
+    bound = rtol * np.maximum(scale, 1e-300)
+    if np.any(~np.isfinite(res)) or np.any(res > bound):
+        i = int(np.argmax(res / bound))
+        what = "‖Av − λv‖" if M is None else "‖Kv − λMv‖"
         raise ConvergenceError(
-            f"eigsh: eigenpair {i} (λ = {w[i]:.6g}) has the residual ‖Av − λv‖ = {res[i]:.3g} > "
-            f"residual_tol·‖A‖₁ = {rtol * scale:.3g}; tighten tol or raise maxiter",
-            list(res), status=Status.STAGNATION)
+            f"eigsh: eigenpair {i} (λ = {w[i]:.6g}) has the residual {what} = {res[i]:.3g} > "
+            f"{np.broadcast_to(bound, res.shape)[i]:.3g} (residual_tol = {rtol:g} times the "
+            f"scale); tighten tol or raise maxiter", list(res), status=Status.STAGNATION)
     V.setflags(write=False)
     w.setflags(write=False)
-    return Eigenpairs(w, V, A, None if sigma is None else float(sigma), cache, res)
+    return Eigenpairs(w, V, A, None if sigma is None else float(sigma), cache, res, M=M,
+                      beyond=beyond)
 
 
-def _require_hermitian(A: lo.LinearOperator) -> None:
+def buckling(K, KG, k: int = 1, sigma: float = 0.0, **options) -> Eigenpairs:
+    """Buckling load factors: the k smallest λ > 0 with (K + λK_G) v = 0.
+
+    K is the (Hermitian positive definite) stiffness, K_G the geometric stiffness of a
+    reference load, negative definite for a load that compresses every degree of freedom it
+    acts on (a column, a plate in compression). Then K v = λ (−K_G) v is a generalized
+    Hermitian problem with the mass role played by −K_G: this is :func:`eigsh` with
+    ``M = −K_G`` (checked positive definite, refused by name otherwise), shift-invert around
+    ``sigma`` on one factorization of K + σK_G, vectors with vᴴ(−K_G)v = 1.
+
+    Gradients: ``g = adjoints.eigsh_pullback(e, values_bar=...)`` gives ``g.K`` = K̄ and
+    ``g.M`` = the cotangent of −K_G, so K̄_G = −g.M (dλ = −vᴴ(dK + λ dK_G)v / vᴴK_Gv).
+
+    Parameters
+    ----------
+    K, KG : operators of one shape (Sparse or Dense)
+    k : int
+    sigma : float
+        The shift of the load factor (0: the lowest loads first).
+    **options
+        Passed to :func:`eigsh` (``alg``, ``tol``, ``ncv``, ...).
+
+    Returns
+    -------
+    Eigenpairs
+        ``values`` the load factors ascending; ``M`` is −K_G.
+
+    Raises
+    ------
+    NotPositiveDefiniteError, SingularMatrixError
+        −K_G is not positive definite (tension somewhere, or unloaded dofs): eliminate the
+        unloaded dofs, or use ARPACK's buckling mode directly.
+
+    Examples
+    --------
+    Euler's column, EI v⁗ + P v″ = 0 on [0, 1] with pinned ends: P_cr = π² EI.
+
+    >>> import numpy as np, scipy.sparse as sp, solvers as sv
+    >>> n = 200; h = 1.0 / (n + 1)
+    >>> D2 = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1]) / h
+    >>> K = sp.csr_array(D2 @ D2 / h)                       # bending, EI = 1 (pinned: D2²)
+    >>> e = sv.buckling(K, -D2.tocsr(), 1)                 # K_G = −P·D2 for the load P = 1
+    >>> bool(abs(e.values[0] / np.pi ** 2 - 1) < 1e-4)
+    True
+    """
+    KG = lo.aslinop(KG)
+    minus = (lo.Sparse.from_scipy(sp.csr_array(-KG.to_scipy())) if csr_parts(KG) is not None
+             else -KG)
+    return eigsh(K, k, sigma, M=minus, **options)
+
+
+def _last_by_which(w, sigma, which: str) -> int:
+    """The index of the pair ARPACK's ``which`` ranks last (the one beyond the k wanted): in
+    the shift-invert mode the order is of ν = 1/(λ − σ)."""
+    key = w if sigma is None else 1.0 / (w - sigma)
+    if which == "LM":
+        return int(np.argmin(np.abs(key)))
+    if which == "SM":
+        return int(np.argmax(np.abs(key)))
+    if which == "LA":
+        return int(np.argmin(key))
+    return int(np.argmax(key))  # SA
+
+
+def _orthonormal(V, M):
+    """V with VᴴV = I (VᴴMV = I with M). ARPACK's vectors are so to rounding for distinct
+    eigenvalues; within a cluster its complex (Arnoldi) mode returns a basis that is not
+    orthogonal (|vᵢᴴvⱼ| = 0.35 seen). Repaired by the k×k Cholesky of VᴴMV where it drifted: the
+    same span, eigenvectors still. A basis that does not span k dimensions is a ConvergenceError.
+    """
+    MV = V if M is None else np.asarray(to_numpy(M @ V))
+    G = V.conj().T @ MV
+    G = (G + G.conj().T) / 2
+    if np.abs(G - np.eye(G.shape[0])).max() <= 1e-10:
+        return V
+    low = float(np.linalg.eigvalsh(G)[0])
+    if low <= 1e-8:
+        raise ConvergenceError(f"eigsh: ARPACK's eigenvectors do not span k={G.shape[0]} "
+                               f"dimensions (the smallest eigenvalue of their Gram matrix is "
+                               f"{low:.3g}); raise ncv or change v0", [],
+                               status=Status.BREAKDOWN)
+    L = np.linalg.cholesky(G)
+    return np.linalg.solve(L.conj(), V.T).T  # V L⁻ᴴ
+
+
+def _require_hermitian(A: lo.LinearOperator, name: str = "A") -> None:
+    if structure(A) == "diagonal":
+        d = np.asarray(to_numpy(lo.diagonal(A)))
+        if np.iscomplexobj(d) and np.any(np.abs(d.imag) > hermitian_tol(d.dtype) * np.maximum(
+                np.abs(d), 1e-300)):
+            i = int(np.argmax(np.abs(d.imag)))
+            raise NotHermitianError(f"eigsh needs a Hermitian {name}, but the diagonal entry "
+                                    f"{i} is {d[i]:.6g} (not real)")
+        return
     if structure(A) in ("sparse", "dense"):
         if not is_hermitian(A):
-            from ._checks import hermitian_defect
+            from ._checks import hermitian_defect  # noqa: PLC0415 (a name used only here)
 
             d, s, pos = hermitian_defect(A)
-            raise NotHermitianError(f"eigsh needs a Hermitian A, but max|A − Aᴴ| = {d:.3g} at "
-                                    f"{pos} (max|A| = {s:.3g}); for a general A use "
-                                    f"scipy.sparse.linalg.eigs")
+            raise NotHermitianError(f"eigsh needs a Hermitian {name}, but max|{name} − "
+                                    f"{name}ᴴ| = {d:.3g} at {pos} (max|{name}| = {s:.3g}); for a "
+                                    f"general {name} use scipy.sparse.linalg.eigs")
         return
     rng = np.random.default_rng(0)
     n = A.shape[0]
@@ -156,8 +308,71 @@ def _require_hermitian(A: lo.LinearOperator) -> None:
     lhs, rhs = np.vdot(y, ax), np.vdot(ay, x)
     if abs(lhs - rhs) > 100 * hermitian_tol(A.dtype) * max(
             np.linalg.norm(ax) * np.linalg.norm(y), 1e-300):
-        raise NotHermitianError(f"eigsh needs a Hermitian A, but ⟨y, Ax⟩ = {lhs:.6g} and "
-                                f"⟨Ay, x⟩ = {rhs:.6g} differ for random x, y")
+        raise NotHermitianError(f"eigsh needs a Hermitian {name}, but ⟨y, {name}x⟩ = {lhs:.6g} "
+                                f"and ⟨{name}y, x⟩ = {rhs:.6g} differ for random x, y")
+
+
+def require_mass(M: lo.LinearOperator) -> None:
+    """Refuse, by name, an M that is not Hermitian positive definite (the caller checked it
+    Hermitian).
+
+    In this order: a diagonal entry ≤ 0 (an O(n) proof, naming the entry); strict Gershgorin
+    dominance (an O(nnz) proof of definiteness: accepted); else the smallest Rayleigh quotient
+    of a short Lanczos run on M's products (a quotient ≤ its rounding level proves M singular
+    or indefinite); if that run does not settle, a Cholesky factorization of M decides.
+    """
+    n = M.shape[0]
+    if n == 0:
+        return
+    d, off = _gershgorin(M)
+    big = float(np.max(np.abs(d) + off)) if d is not None else None
+    if d is not None:
+        i = int(np.argmin(d))
+        if d[i] <= 0 or (big and d[i] <= 1e-14 * big):
+            cls = NotPositiveDefiniteError if d[i] < 0 else SingularMatrixError
+            raise cls(f"eigsh: M must be Hermitian positive definite (the mass matrix of "
+                      f"K v = λ M v), but M[{i}, {i}] = {d[i]:.6g}: M is "
+                      f"{'indefinite' if d[i] < 0 else 'singular'} (a massless or "
+                      f"constrained degree of freedom? eliminate it from K and M)")
+        if np.all(d - off > 0):
+            return
+    Mop = lo.aslinearoperator(M)
+    try:
+        theta = float(sla.eigsh(Mop, 1, which="SA", tol=1e-6, maxiter=60,
+                                return_eigenvectors=False)[0])
+    except sla.ArpackNoConvergence:
+        theta = None
+    scale = big if big is not None else _norm1_estimate(M)
+    floor = 1e2 * np.finfo(np.float64).eps * scale   # a quotient at rounding level: singular
+    if theta is not None and theta > floor:
+        return
+    if theta is not None:
+        cls = NotPositiveDefiniteError if theta < -floor else SingularMatrixError
+        raise cls(f"eigsh: M must be Hermitian positive definite (the mass matrix of "
+                  f"K v = λ M v), but a Rayleigh quotient xᴴMx/xᴴx = {theta:.6g} ≤ "
+                  f"{floor:.3g} (the rounding level of ‖M‖ = {scale:.3g}): M is "
+                  f"{'indefinite' if cls is NotPositiveDefiniteError else 'singular'}")
+    try:
+        init(LinearProblem(M, posdef=True), resolve("cholesky"))
+    except SingularMatrixError as e:
+        raise type(e)(f"eigsh: M must be Hermitian positive definite (the mass matrix of "
+                      f"K v = λ M v), but its Cholesky factorization failed: {e}") from None
+
+
+def _gershgorin(M):
+    """(real diagonal, off-diagonal absolute row sums) of an assembled M, or (None, None)."""
+    if structure(M) == "diagonal":
+        d = np.real(np.asarray(to_numpy(lo.diagonal(M))))
+        return d, np.zeros_like(d)
+    if structure(M) == "sparse":
+        S = M.to_scipy()
+        d = np.real(S.diagonal())
+        return d, np.asarray(abs(S).sum(axis=1)).ravel() - np.abs(S.diagonal())
+    if structure(M) == "dense":
+        a = np.asarray(to_numpy(dense_array(M)))
+        d = np.real(np.diag(a))
+        return d, np.abs(a).sum(axis=1) - np.abs(np.diag(a))
+    return None, None
 
 
 def _norm1_estimate(A) -> float:
@@ -165,39 +380,60 @@ def _norm1_estimate(A) -> float:
         return float(abs(A.to_scipy()).sum(axis=0).max())
     if structure(A) == "dense":
         return float(np.abs(to_numpy(dense_array(A))).sum(axis=0).max())
+    if structure(A) == "diagonal":
+        return float(np.abs(to_numpy(lo.diagonal(A))).max())
     x = np.random.default_rng(1).standard_normal(A.shape[0])
     return float(np.linalg.norm(to_numpy(A @ x)) / np.linalg.norm(x)) * np.sqrt(A.shape[0])
 
 
-def shifted(A: lo.LinearOperator, sigma: float) -> lo.LinearOperator:
-    """A − σI assembled (Sparse or Dense), the matrix shift-invert factorizes."""
+def shifted(A: lo.LinearOperator, sigma: float, M: lo.LinearOperator | None = None
+            ) -> lo.LinearOperator:
+    """K − σM (A − σI without M) assembled (Sparse or Dense), the matrix shift-invert
+    factorizes."""
+    if M is not None and structure(M) not in ("sparse", "dense", "diagonal"):
+        raise BackendNotSupported(f"eigsh: shift-invert needs an assembled M (Dense, Sparse or "
+                                  f"Diagonal), got {type(M).__name__}")
     if csr_parts(A) is not None:
         S = A.to_scipy()
-        return lo.Sparse.from_scipy((S - sigma * sp.eye_array(S.shape[0], dtype=S.dtype)).tocsr())
+        B = (sp.eye_array(S.shape[0], dtype=S.dtype) if M is None
+             else sp.csr_array(_as_scipy(M)))
+        return lo.Sparse.from_scipy(sp.csr_array(S - sigma * B))
     if dense_array(A) is not None:
         a = np.asarray(to_numpy(dense_array(A)))
-        return lo.Dense(a - sigma * np.eye(a.shape[0], dtype=a.dtype))
+        b = np.eye(a.shape[0], dtype=a.dtype) if M is None else np.asarray(
+            lo.to_dense(M, allow_dense=True))
+        return lo.Dense(a - sigma * b)
     raise BackendNotSupported(f"eigsh: shift-invert needs an assembled A (Dense or Sparse), got "
                               f"{type(A).__name__}; pass sigma=None (Lanczos on A's products)")
 
 
-def _shift_cache(A, sigma, alg, cache):
+def _as_scipy(M):
+    if csr_parts(M) is not None:
+        return M.to_scipy()
+    if structure(M) == "diagonal":
+        return sp.diags(np.asarray(to_numpy(lo.diagonal(M))))
+    return sp.csr_array(np.asarray(lo.to_dense(M, allow_dense=True)))
+
+
+def _shift_cache(A, sigma, alg, cache, M=None):
     if cache is not None:
         n = A.shape[0]
         x = np.random.default_rng(2).standard_normal(n)
-        want = np.asarray(to_numpy(A @ x)) - sigma * x
+        mx = x if M is None else np.asarray(to_numpy(M @ x))
+        want = np.asarray(to_numpy(A @ x)) - sigma * mx
         got = np.asarray(to_numpy(cache.A @ x))
         if np.linalg.norm(want - got) > 1e-10 * max(np.linalg.norm(want), 1e-300):
-            raise ValueError(f"eigsh: the cache passed does not hold A − σI for sigma={sigma} "
+            what = "A − σI" if M is None else "K − σM"
+            raise ValueError(f"eigsh: the cache passed does not hold {what} for sigma={sigma} "
                              f"(one random product differs by {np.linalg.norm(want - got):.3g})")
         return cache
-    S = shifted(A, sigma)
+    S = shifted(A, sigma, M)
     posdef = _below_spectrum(S)
     return init(LinearProblem(S, hermitian=True, posdef=posdef), alg)
 
 
 def _below_spectrum(S) -> bool:
-    """Gershgorin: every disc of A − σI right of 0, so it is positive definite."""
+    """Gershgorin: every disc of K − σM right of 0, so it is positive definite."""
     if structure(S) == "sparse":
         M = S.to_scipy()
         d = np.real(M.diagonal())

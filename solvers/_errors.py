@@ -5,7 +5,8 @@ Every failure of a solve is one :class:`Status` and one exception class::
     RuntimeError
     └── SolveError                       status: why (the cache that raised stays usable)
         ├── SingularMatrixError          Status.SINGULAR
-        │   └── NotPositiveDefiniteError Cholesky of a Hermitian indefinite A
+        │   ├── NotPositiveDefiniteError Cholesky of a Hermitian indefinite A
+        │   └── RankDeficientError       least squares: A lacks full column (or row) rank
         ├── NotHermitianError            Status.NOT_HERMITIAN     (also a ValueError)
         ├── NonFiniteInputError          Status.NONFINITE_INPUT   (also a ValueError)
         └── ConvergenceError             Status.MAX_ITERATIONS / STAGNATION / BREAKDOWN / ...
@@ -103,6 +104,25 @@ class NotPositiveDefiniteError(SingularMatrixError):
     Traceback (most recent call last):
     ...
     solvers._errors.NotPositiveDefiniteError: Cholesky: the matrix is not positive definite ...
+    """
+
+
+class RankDeficientError(SingularMatrixError):
+    """Least squares: A has neither full column rank (m ≥ n) nor full row rank (m < n), so the
+    QR factorization cannot give the minimum-norm solution A⁺b, or a pullback was asked for
+    the gradient of A⁺b where the pseudo-inverse is not differentiable (a generic perturbation
+    changes the rank). The message names the numerical rank. Use ``sv.LSMR()`` (the
+    minimum-norm solution for any A), or regularise: stack √α·L under A (Tikhonov). A
+    :class:`SingularMatrixError` (``status``: ``Status.SINGULAR``).
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> A = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])        # rank 1
+    >>> sv.init(sv.LeastSquares(A), sv.QR())
+    Traceback (most recent call last):
+    ...
+    solvers._errors.RankDeficientError: QR: A (3×2) has numerical rank 1 < 2 ...
     """
 
 

@@ -35,6 +35,9 @@ class LinearProblem:
         Hints (None: unknown) that ``Auto`` uses to pick Cholesky or CG. They are verified where
         they choose an algorithm and never switch off a check (see ``sv.Auto``, ``sv.Cholesky``).
         ``posdef=True`` implies ``hermitian=True`` unless you say otherwise.
+    least_squares : bool
+        The problem is min ‖Au − b‖₂ (minimum-norm u) for an A of any shape m×n: what
+        :func:`LeastSquares` builds. Solved by ``sv.QR()`` or ``sv.LSMR()`` only.
 
     Attributes
     ----------
@@ -47,7 +50,8 @@ class LinearProblem:
     Raises
     ------
     ShapeError
-        A not square, or b not of shape (n,) / (n, k); the message names both shapes.
+        A not square (without ``least_squares``), or b not of shape (m,) / (m, k); the message
+        names both shapes.
     TypeError
         A hint that is not True, False or None; or an operator of a non-numeric dtype that
         cannot be converted to float64 (integer ``Dense``, ``Sparse``, ``Diagonal`` and
@@ -86,13 +90,20 @@ class LinearProblem:
     b: Any = None
     hermitian: bool | None = None
     posdef: bool | None = None
+    least_squares: bool = False
 
     def __post_init__(self):
         A = _as_inexact(lo.aslinop(self.A))
         object.__setattr__(self, "A", A)
         m, n = A.shape
-        if m != n:
-            raise ShapeError(f"LinearProblem needs a square A, got A.shape={A.shape}")
+        if not isinstance(self.least_squares, (bool, np.bool_)):
+            raise TypeError(f"least_squares must be True or False, got {self.least_squares!r}")
+        if m != n and not self.least_squares:
+            raise ShapeError(f"LinearProblem needs a square A, got A.shape={A.shape}; for "
+                             f"min ‖Ax − b‖ use sv.LeastSquares(A, b)")
+        if self.least_squares and (self.hermitian is not None or self.posdef is not None):
+            raise TypeError("a least-squares problem takes no hermitian=/posdef= hints (QR and "
+                            "LSMR need none)")
         for name in ("hermitian", "posdef"):
             v = getattr(self, name)
             if v is not None and not isinstance(v, (bool, np.bool_)):
@@ -115,16 +126,49 @@ def _as_inexact(A: lo.LinearOperator) -> lo.LinearOperator:
     return with_dtype(A, np.float64)
 
 
-def as_rhs(A, b, name: str):
-    """b as an array of shape (n,) or (n, k) with n = A's (local) row count, else ShapeError."""
+def as_rhs(A, b, name: str, rows: int | None = None):
+    """b as an array of shape (n,) or (n, k) with n = A's (local) row count (or ``rows``: a
+    least-squares adjoint takes A's column count), else ShapeError."""
     if isinstance(b, (list, tuple)):
         b = np.asarray(b)
     if not is_array(b):
         raise ShapeError(f"{name} must be an array of shape (n,) or (n, k) for A.shape="
                          f"{A.shape}, got {type(b).__name__}")
-    n = getattr(A, "local_shape", A.shape)[0]  # a distributed (PETSc) A: this rank's rows
+    n = getattr(A, "local_shape", A.shape)[0] if rows is None else rows  # PETSc: this rank's rows
     shape = tuple(b.shape)
     if b.ndim not in (1, 2) or shape[0] != n:
         raise ShapeError(f"{name} must have shape (n,) or (n, k) with n={n} for A.shape="
                          f"{A.shape}, got {name}.shape={shape}")
     return b
+
+
+def LeastSquares(A, b=None) -> LinearProblem:  # noqa: N802 (a problem constructor, like LinearProblem)
+    """The least-squares problem min ‖A x − b‖₂ for an m×n A of any shape (minimum-norm x).
+
+    A :class:`LinearProblem` with ``least_squares=True``: ``sv.init(prob)`` factorizes A once
+    (``sv.QR()``, SuiteSparseQR, when ``sparseqr`` is installed; else ``sv.LSMR()``), and the
+    cache serves x = A⁺b (``cache.solve(b)``) and y = A⁺ᴴc (``cache.solve_adjoint(c)``) from
+    the same factors; ``adjoints.solve_pullback`` returns the rank-2 lazy cotangent
+    Ā = r λᴴ − (Aλ) xᴴ (r = b − Ax, λ = (AᴴA)⁻¹x̄). Weights and Tikhonov regularisation are
+    stacked operators: min ‖W(Ax − b)‖ is A → WA, b → Wb; min ‖Ax − b‖² + α‖Lx‖² is
+    A → [A; √α L], b → [b; 0] (``scipy.sparse.vstack``).
+
+    Parameters
+    ----------
+    A : operator or array-like, m×n
+        Dense or sparse (QR), or any operator with products (LSMR).
+    b : array (m,) or (m, k), optional
+
+    Returns
+    -------
+    LinearProblem
+
+    Examples
+    --------
+    >>> import numpy as np, solvers as sv
+    >>> A = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])        # a line through 3 points
+    >>> sol = sv.solve(sv.LeastSquares(A, np.array([1.0, 2.0, 2.0])))
+    >>> sol.u.round(6).tolist(), sol.cache.kind
+    ([1.166667, 0.5], 'dense QR')
+    """
+    return LinearProblem(A, b, least_squares=True)

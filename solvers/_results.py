@@ -308,15 +308,22 @@ class Eigenpairs:
     ----------
     values : ndarray (k,), real
     vectors : ndarray (n, k)
-        Column i belongs to ``values[i]``; read-only.
+        Column i belongs to ``values[i]``; read-only. Orthonormal, or M-orthonormal
+        (VᴴMV = I) for a generalized problem.
     A : lo.LinearOperator
-        The operator they belong to (a snapshot).
+        The operator they belong to (a snapshot): K of K v = λ M v.
     sigma : float or None
         The shift, or None for Lanczos on A.
     cache : LinearCache or None
-        The factorization of A − σI (None without σ); pullbacks reuse it.
+        The factorization of A − σI (K − σM; None without σ); pullbacks reuse it.
     residuals : ndarray (k,)
-        ‖A vᵢ − λᵢ vᵢ‖₂.
+        ‖A vᵢ − λᵢ vᵢ‖₂ (‖K vᵢ − λᵢ M vᵢ‖₂).
+    M : lo.LinearOperator or None
+        The mass matrix of a generalized problem.
+    beyond : float or None
+        The nearest eigenvalue NOT returned (in the order ``which`` asked for), computed along;
+        None when k + 1 = n or ``which='BE'``. A returned eigenvalue equal to it belongs to a
+        cluster that was cut in two: the pullbacks refuse it by name.
 
     Examples
     --------
@@ -333,6 +340,8 @@ class Eigenpairs:
     sigma: float | None
     cache: Any
     residuals: Any
+    M: Any = None
+    beyond: float | None = None
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ def init(prob: LinearProblem, alg=None, *, check_finite: bool = True,
     ----------
     prob : LinearProblem
     alg : algorithm object or name, optional
-        ``sv.LU()``, ``sv.Cholesky()``, ``sv.CG(...)``, ... or a name such as ``"lu"``;
-        default ``sv.Auto()`` (see its rules).
-        Names (case, '-' and '_' ignored): auto, lu, cholesky, cg, minres, gmres, bicgstab,
-        amg, woodbury, diagonal, pardiso, petsc; a name gives the default options.
+        ``sv.LU()``, ``sv.Cholesky()``, ``sv.CG(...)``, ... or a registered name such as
+        ``"lu"`` (case, '-' and '_' ignored; a name gives the default options); default
+        ``sv.Auto()`` (see its rules). ``sv.show_config()`` lists every registered algorithm,
+        the operators it takes and whether it runs here.
     check_finite : bool
         Check A (here) and every right-hand side (per solve) for NaN/Inf, O(nnz) and O(n).
     like : LinearCache, optional
@@ -48,8 +48,9 @@ def init(prob: LinearProblem, alg=None, *, check_finite: bool = True,
     ------
     SingularMatrixError, NotHermitianError, NonFiniteInputError, BackendNotSupported
         A singular (or, for Cholesky, not positive definite) matrix; a non-Hermitian one for
-        Cholesky; NaN/Inf in A; a method or dtype the arrays' backend lacks (the message names
-        the alternative or the install). These are raised whatever you would pass as ``throw``
+        Cholesky; NaN/Inf in A; an operator structure, array backend or dtype the algorithm
+        does not declare, or a method the arrays' backend lacks (the message names the
+        alternative or the install). These are raised whatever you would pass as ``throw``
         to :func:`solve`; ``init`` has no ``throw``.
     TypeError
         ``prob`` is not a LinearProblem, or ``alg`` is not an algorithm.
@@ -77,10 +78,10 @@ def init(prob: LinearProblem, alg=None, *, check_finite: bool = True,
     >>> second = init(LinearProblem(2 * S), like=first)
     >>> first.stats.symbolic_analyses, second.stats.symbolic_analyses, second.kind
     (1, 0, 'SuperLU')
-    >>> init(LinearProblem(np.eye(2)), "qr")
+    >>> init(LinearProblem(np.eye(2)), "svd")
     Traceback (most recent call last):
     ...
-    ValueError: unknown algorithm 'qr'; names: amg, auto, bicgstab, cg, cholesky, diagonal, ...
+    ValueError: unknown algorithm 'svd'; names: amg, auto, bicgstab, cg, cholesky, diagonal, ...
     """
     return LinearCache(prob, alg, check_finite=check_finite, like=like)
 

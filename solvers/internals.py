@@ -18,8 +18,14 @@ from ._contract import Algorithm as Algorithm
 from ._eigsh import shifted as shifted
 from ._contract import EmptyFactor as EmptyFactor
 from ._contract import Factor as Factor
+from ._registry import Case as Case
 from ._registry import Entry as Entry
+from ._registry import build as build_case
 from ._registry import entries as entries
 from ._registry import entry as entry
 from ._registry import entry_of as entry_of
 from ._registry import resolve as resolve
+from ._engines.petsc import transpose_support as transpose_support
+from ._engines.klu import KLUFactor as KLUFactor
+from ._engines.klu import native as native
+from ._engines.klu import native_available as native_available

@@ -89,7 +89,7 @@ from ._solve import reset_stats as reset_stats
 from ._solve import solve as solve
 from ._solve import stats as stats
 from ._matmul import matmul as matmul
-from ._logdet import eigsh as eigsh
+from ._eigsh import eigsh as eigsh
 from ._logdet import inv_sample as inv_sample
 from ._logdet import logdet as logdet
 from ._logdet import slogdet as slogdet

@@ -63,8 +63,9 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     ("timed out after … s"); one that fails leaves the last line of its stderr (``keep``
     characters of it) in ``skipped`` and whole under ``error``. ``threads`` sets the
     BLAS/OpenMP thread variables of the child (None: the environment's); ``python`` the
-    interpreter (default this one: a peer's own virtual environment otherwise), ``env`` more
-    environment variables. Cost: one
+    interpreter to run it with (None: this one; e.g. a virtual environment that has a peer
+    package this one lacks — linops must be importable there too), ``env`` more environment
+    variables. Cost: one
     interpreter start with the imports (about a second) on top of the measurement.
 
     >>> in_child("child", "peak_rss() > 0", {"row": "x"}, 60)

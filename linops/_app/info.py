@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import linops as lo
 import solvers as sv
-from solvers._engines.petsc import transpose_support
+from solvers.internals import transpose_support
 
 
 def petsc_lines() -> list[str]:

@@ -22,12 +22,13 @@ from .._checks import split_complex
 from .._contract import Algorithm
 from .krylov import IterativeFactor, check_spec
 from .precond import Preconditioner, sparse_only
-from .._registry import register
+from .._registry import Case, register, register_preconditioner
 
 
 @register("amg", "algebraic multigrid (pyamg): a preconditioner, or pyamg's cycles as a solver",
-          ("sparse",), capability="amg",
-          adjoint="the same hierarchy, or Aᴴ's (built once)")
+          ("sparse",), posdef=True, capability="amg",
+          adjoint="the same hierarchy, or Aᴴ's (built once)", cases=(Case("AMG", dict(rtol=1e-11)),))
+@register_preconditioner("amg")
 @dataclass(frozen=True)
 class AMG(Algorithm):
     """Algebraic multigrid (pyamg): smoothed aggregation (``kind="sa"``, default) or

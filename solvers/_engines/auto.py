@@ -23,8 +23,8 @@ from .woodbury import Woodbury
 
 
 @register("auto", "the default: chooses by structure, size, what is installed and checked hints",
-          ("dense", "sparse", "diagonal", "lowrank", "matrixfree"),
-          adjoint="whatever it chose", jax=True)
+          ("dense", "sparse", "diagonal", "lowrank", "matrixfree"), direct=True,
+          queries=("logdet", "selected_inverse"), adjoint="whatever it chose", jax=True)
 @dataclass(frozen=True)
 class Auto(Algorithm):
     """The default algorithm. Rules, first match wins:

@@ -65,8 +65,9 @@ def not_posdef(what: str, detail: str = "") -> NotPositiveDefiniteError:
 
 # ----- LU ----------------------------------------------------------------------------------------
 @register("lu", "LU with partial pivoting: LAPACK dense, SuperLU sparse (cupyx splu on cupy)",
-          ("dense", "sparse"), capability="sparse_lu",
-          adjoint="the same factors (trans='H')", jax=True)
+          ("dense", "sparse", "diagonal", "lowrank", "matrixfree"), capability={"sparse": "sparse_lu", "*": "dense_lu"}, direct=True,
+          queries=("logdet", "selected_inverse"), adjoint="the same factors (trans='H')",
+          jax=True)
 @dataclass(frozen=True)
 class LU(Algorithm):
     """LU factorization with partial pivoting; one factorization serves A, Aᵀ and Aᴴ solves.
@@ -76,14 +77,14 @@ class LU(Algorithm):
     solves reuse the factors (``trans='H'/'T'``). ``update`` with the same pattern refactorizes
     numerically in the column order found by the first factorization (COLAMD runs once).
 
+    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent.
+
     Parameters
     ----------
     pivot_rtol : float, optional
         A dense pivot below pivot_rtol·max|pivot|, or for SuperLU a reciprocal condition
         estimate below it (one extra solve), means singular. Default: 1e3·eps in double
         precision (≈2.2e-13), 1e2·eps in single (≈1.2e-5). 0 disables the check.
-
-    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent.
 
     Raises
     ------
@@ -267,8 +268,9 @@ def growth_check(factor, A: lo.Sparse, rtol: float | None, what: str) -> None:
 
 # ----- Cholesky ----------------------------------------------------------------------------------
 @register("cholesky", "Cholesky L Lᴴ for Hermitian positive definite A: LAPACK dense, CHOLMOD "
-          "sparse", ("dense", "sparse"), hermitian=True, capability="dense_cholesky",
-          adjoint="the forward solve (A = Aᴴ)", jax=True)
+          "sparse", ("dense", "sparse", "diagonal", "lowrank", "matrixfree"), hermitian=True, posdef=True, direct=True,
+          capability={"sparse": "sparse_cholesky", "*": "dense_cholesky"},
+          queries=("logdet", "selected_inverse"), adjoint="the forward solve (A = Aᴴ)", jax=True)
 @dataclass(frozen=True)
 class Cholesky(Algorithm):
     """Cholesky A = L Lᴴ for Hermitian positive definite A.
@@ -494,7 +496,8 @@ def cholmod_available() -> bool:
 
 # ----- diagonal ----------------------------------------------------------------------------------
 @register("diagonal", "elementwise division for Diagonal / Identity operators",
-          ("diagonal",), adjoint="division by conj(d)", jax=False)
+          ("diagonal",), direct=True, queries=("logdet",), adjoint="division by conj(d)",
+          jax=False)
 @dataclass(frozen=True)
 class DiagonalSolve(Algorithm):
     """x = b / d for a Diagonal (or Identity) operator: exact, O(n) per solve; adjoint divides by
@@ -506,8 +509,9 @@ class DiagonalSolve(Algorithm):
 
     Raises
     ------
-    TypeError
-        A is not a ``lo.Diagonal``/``lo.Identity`` (at ``init``).
+    BackendNotSupported
+        A is not a ``lo.Diagonal``/``lo.Identity`` (at ``init``: the registry declares
+        diagonal operators only).
     SingularMatrixError
         A zero on the diagonal (at ``init``).
 
@@ -563,10 +567,6 @@ class DiagonalFactor(Factor):
 
 
 def _diagonal(A):
-    """The stored diagonal (None for an Identity); TypeError for a non-diagonal operator."""
-    try:
-        return diagonal_of(A)
-    except TypeError:
-        raise TypeError(f"DiagonalSolve needs a lo.Diagonal or lo.Identity operator, got "
-                        f"{type(A).__name__}; wrap the diagonal with lo.Diagonal(d) or use "
-                        f"sv.LU()") from None
+    """The stored diagonal (None for an Identity); A's structure is "diagonal" (prepare
+    checked the registry's declaration)."""
+    return diagonal_of(A)

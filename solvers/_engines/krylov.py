@@ -70,7 +70,7 @@ from .._acceptance import attainable, backward_error, verdict
 from .._checks import backend_of_problem, default_rtol, eps, precision
 from .._contract import Algorithm, Factor
 from .._errors import ConvergenceError
-from .._registry import register
+from .._registry import Case, register
 from .._results import Status
 
 RESTARTS = 4       # restarts after a convergence claim the true residual denies (step 3)
@@ -169,8 +169,10 @@ _COMMON_DOC = """
 
 
 @register("cg", "conjugate gradients, Hermitian positive definite A",
-          KRYLOV_STRUCTURES,
-          hermitian=True, capability="cg", adjoint="CG on A, checked against Aᴴ", jax=True)
+          KRYLOV_STRUCTURES, hermitian=True, posdef=True, capability="cg",
+          adjoint="CG on A, checked against Aᴴ", jax=True,
+          cases=(Case("CG", dict(rtol=1e-11)), Case("CG+Jacobi", dict(rtol=1e-11, precond="jacobi")),
+                 Case("CG+AMG", dict(rtol=1e-11, precond="amg"), structures=("sparse",))))
 @dataclass(frozen=True)
 class CG(_Krylov):
     __doc__ = ("""Conjugate gradients for Hermitian positive definite A. Cost per iteration: one
@@ -203,8 +205,8 @@ class CG(_Krylov):
 
 
 @register("minres", "MINRES, Hermitian (indefinite) A; real only on numpy/cupy",
-          KRYLOV_STRUCTURES,
-          hermitian=True, capability="minres", adjoint="MINRES on A, checked against Aᴴ")
+          KRYLOV_STRUCTURES, hermitian=True, capability="minres",
+          adjoint="MINRES on A, checked against Aᴴ", cases=(Case("MINRES", dict(rtol=1e-11)),))
 @dataclass(frozen=True)
 class MINRES(_Krylov):
     __doc__ = ("""MINRES for Hermitian, possibly indefinite A. Not available on jax.
@@ -228,8 +230,10 @@ class MINRES(_Krylov):
 
 
 @register("gmres", "restarted GMRES, general A",
-          KRYLOV_STRUCTURES,
-          capability="gmres", adjoint="GMRES on Aᴴ Mᴴ", jax=True)
+          KRYLOV_STRUCTURES, capability="gmres", adjoint="GMRES on Aᴴ Mᴴ", jax=True,
+          cases=(Case("GMRES", dict(rtol=1e-11)),
+                 Case("GMRES+Jacobi", dict(rtol=1e-11, precond="jacobi")),
+                 Case("GMRES+ILU", dict(rtol=1e-11, precond="ilu"), structures=("sparse",))))
 @dataclass(frozen=True)
 class GMRES(_Krylov):
     __doc__ = ("""Restarted GMRES for general A (``restart``: Krylov subspace size per cycle; the
@@ -273,8 +277,10 @@ class GMRES(_Krylov):
 
 
 @register("bicgstab", "BiCGStab, general A (not on cupy)",
-          KRYLOV_STRUCTURES,
-          capability="bicgstab", adjoint="BiCGStab on Aᴴ Mᴴ", jax=True)
+          KRYLOV_STRUCTURES, capability="bicgstab", adjoint="BiCGStab on Aᴴ Mᴴ", jax=True,
+          cases=(Case("BiCGStab", dict(rtol=1e-11)),
+                 Case("BiCGStab+Jacobi", dict(rtol=1e-11, precond="jacobi")),
+                 Case("BiCGStab+ILU", dict(rtol=1e-11, precond="ilu"), structures=("sparse",))))
 @dataclass(frozen=True)
 class BiCGStab(_Krylov):
     __doc__ = ("""BiCGStab for general A. Not available on cupy.

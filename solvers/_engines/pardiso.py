@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 
 import linops as lo
-from linops.internals import csr_parts, to_numpy
+from linops.internals import to_numpy
 
 from .._checks import backend_of_problem, cast_rhs, hint_text, is_hermitian, precision, \
     rcond_tol
@@ -37,7 +37,7 @@ from .._contract import Algorithm, Factor
 from .direct import check_rtol, not_posdef
 from .._errors import BackendNotSupported, HintWarning, SingularMatrixError, SolveError, \
     warn_caller
-from .._registry import register
+from .._registry import Case, register
 
 INSTALL = 'pip install "linops[pardiso]"'
 ANALYSIS, NUMERIC, SOLVE, RELEASE_ONE, RELEASE = 11, 22, 33, 0, -1
@@ -164,8 +164,10 @@ class _Handle:
 
 # ----- the algorithm -----------------------------------------------------------------------------
 @register("pardiso", "Intel oneMKL PARDISO: multithreaded supernodal LU / Cholesky",
-          ("sparse",), adjoint="the same factors (iparm(12))", jax=True,
-          requires=_unavailable)
+          ("sparse",), direct=True, backends=("numpy", "jax"), adjoint="the same factors (iparm(12))",
+          jax=True, requires=_unavailable,
+          cases=(Case("PARDISO"), Case("PARDISO posdef", dict(posdef=True), posdef=True,
+                                       queries=("logdet",))))
 @dataclass(frozen=True)
 class Pardiso(Algorithm):
     """Sparse direct solver PARDISO (Intel oneMKL, optional extra: ``pip install
@@ -176,6 +178,10 @@ class Pardiso(Algorithm):
     factorizes (phase 22); ``cache.update(A=...)`` with the same pattern runs phase 22 only;
     ``solve`` / ``solve_adjoint`` / ``solve_transpose`` run phase 33 on the SAME factors
     (``iparm(12)``: A, Aᴴ, Aᵀ). ``cache.factor.phases`` counts the phases run on the handle.
+
+    Cost: fill-dependent factorization, O(nnz(L+U)) per solve; dtypes float32, float64,
+    complex64, complex128 (single precision factorizes in single). numpy arrays (and jax arrays,
+    through the host); other backends raise BackendNotSupported naming sv.LU().
 
     Parameters
     ----------
@@ -188,10 +194,6 @@ class Pardiso(Algorithm):
         Singular when min|pivot| <= pivot_rtol·max|pivot| (PARDISO replaces tiny pivots by
         perturbed ones instead of failing; this check catches them). Default 1e3·eps in double
         precision, 1e2·eps in single; 0 disables it.
-
-    Cost: fill-dependent factorization, O(nnz(L+U)) per solve; dtypes float32, float64,
-    complex64, complex128 (single precision factorizes in single). numpy arrays (and jax arrays,
-    through the host); other backends raise BackendNotSupported naming sv.LU().
 
     Raises
     ------
@@ -267,14 +269,7 @@ class Pardiso(Algorithm):
         lib, reason = _mkl()
         if lib is None:
             raise BackendNotSupported(reason)
-        if csr_parts(A) is None:
-            raise BackendNotSupported(f"Pardiso needs an assembled sparse matrix (lo.Sparse / "
-                                      f"scipy sparse), got {type(A).__name__}; use sv.LU() for "
-                                      f"dense or sv.GMRES() for matrix-free operators")
         be = backend_of_problem(A)
-        if not be.host_factors:
-            raise BackendNotSupported(f"Pardiso factorizes on the host and is not wired for "
-                                      f"{be.name} arrays; use sv.LU() (cupyx splu)")
         n = A.shape[0]
         if A.pattern.nnz >= 2**31:
             raise BackendNotSupported(f"Pardiso (LP64 interface) takes at most 2³¹−1 stored "

@@ -32,7 +32,7 @@ from .._contract import Algorithm, Factor
 from .._errors import BackendNotSupported, ConvergenceError, SingularMatrixError, SolveError
 from .petsc_table import (BAD_COMPONENTS, SEQUENTIAL_FACTOR, SYMMETRIC_KSP, TABLE_VERSION,
                            TRANSPOSE_TABLE)
-from .._registry import register
+from .._registry import Case, register
 from .._results import Status
 
 DIRECT_BACKWARD_TOL = 1e-8   # ‖b − A x‖ / (‖A‖·‖x‖ + ‖b‖) accepted from a direct (preonly) solve
@@ -80,12 +80,28 @@ def _real_build() -> bool:
     return np.dtype(_lib().ScalarType).kind != "c"
 
 
+def _real_build_refuses(dtype) -> str | None:
+    """Why this PETSc build cannot take ``dtype`` (a complex dtype on a real build), or None."""
+    if _unavailable() is None and np.dtype(dtype).kind == "c" and _real_build():
+        return (f"this PETSc build is real (ScalarType {np.dtype(_lib().ScalarType).name}) and A "
+                f"is {np.dtype(dtype).name}: its imaginary part would be dropped. A complex A "
+                f"needs a complex PETSc build (apt-get install libpetsc-complex-dev, then "
+                f"PETSC_DIR=/usr/lib/petscdir/petsc3.18/x86_64-linux-gnu-complex pip install "
+                f"petsc4py), or use sv.LU() / sv.Pardiso() on one process")
+    return None
+
+
 def _combo(ksp: str, pc: str, fst: str | None) -> str:
     return f"{ksp}+{pc}" + (f"({fst})" if fst else "")
 
 
 @register("petsc", "PETSc KSP + PC over MPI (MUMPS, GAMG, ...), transposes verified",
-          ("sparse", "petsc"), adjoint="KSPSolveTranspose where verified, else Aᵀ's setup", requires=_unavailable)
+          ("sparse", "petsc"), backends=("numpy", "jax"),
+          adjoint="KSPSolveTranspose where verified, else Aᵀ's setup", requires=_unavailable,
+          unsupported=lambda dtype: _real_build_refuses(dtype),
+          cases=(Case("PETSc mumps", direct=True, queries=("logdet",)),
+                 Case("PETSc cg+gamg", dict(ksp_type="cg", pc_type="gamg", rtol=1e-11), posdef=True),
+                 Case("PETSc gmres+gamg", dict(ksp_type="gmres", pc_type="gamg", rtol=1e-11))))
 @dataclass(frozen=True)
 class PETSc(Algorithm):
     """PETSc KSP with a PC: ``sv.PETSc(ksp_type="cg", pc_type="gamg")``, or a direct solver
@@ -280,13 +296,9 @@ def _as_petsc_operator(A):
         return A, False
     if kind == "sparse":  # serial data: a sequential AIJ copy on this process
         lib = _lib()
-        if np.dtype(A.dtype).kind == "c" and _real_build():
-            raise BackendNotSupported(
-                f"this PETSc build is real (ScalarType {np.dtype(lib.ScalarType).name}) and A is "
-                f"{np.dtype(A.dtype).name}: its imaginary part would be dropped. A complex A needs "
-                f"a complex PETSc build (apt-get install libpetsc-complex-dev, then PETSC_DIR="
-                f"/usr/lib/petscdir/petsc3.18/x86_64-linux-gnu-complex pip install petsc4py), or "
-                f"use sv.LU() / sv.Pardiso() on one process")
+        why = _real_build_refuses(A.dtype)
+        if why is not None:
+            raise BackendNotSupported(why)
         S = A.to_scipy().tocsr()
         S.sort_indices()
         M = lib.Mat().createAIJ(S.shape, csr=(S.indptr.astype(lib.IntType),

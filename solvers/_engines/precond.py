@@ -30,6 +30,7 @@ from linops.internals import csr_parts, to_numpy
 
 from .._checks import split_complex
 from .._errors import SingularMatrixError
+from .._registry import register_preconditioner
 
 
 class Preconditioner:
@@ -79,6 +80,7 @@ def sparse_only(A, who: str):
 
 
 # ----- ILU ---------------------------------------------------------------------------------------
+@register_preconditioner("ilu")
 @dataclass(frozen=True)
 class ILU:
     """Incomplete LU (``spilu`` of the backend's sparse module: scipy on the host, cupyx on the
@@ -156,6 +158,7 @@ class _ILUPrecond(Preconditioner):
 
 
 # ----- Jacobi ------------------------------------------------------------------------------------
+@register_preconditioner("jacobi")
 @dataclass(frozen=True)
 class Jacobi:
     """Diagonal scaling M = diag(A)⁻¹ (every backend, any operator with a diagonal; for a

@@ -18,7 +18,8 @@ from .._registry import register, resolve
 
 
 @register("woodbury", "B + U Vᴴ from B's factorization and a k×k capacitance system",
-          ("lowrank",), adjoint="the same formula on Bᴴ + V Uᴴ", jax=True)
+          ("lowrank",), capability={"lowrank": "sparse_lu"}, adjoint="the same formula on Bᴴ + V Uᴴ",
+          jax=True)
 @dataclass(frozen=True)
 class Woodbury(Algorithm):
     """Solve (B + U Vᴴ) x = b with B's factorization (``base``, default ``Auto``) and a k×k

@@ -1,9 +1,10 @@
-"""The conformance matrix's state axis: engine × state × dtype × operation (issue 16, item 3).
+"""The conformance matrix's state axis: engine × state × dtype × operation.
 
 ``tests/solvers/test_conformance.py`` starts every cell from a fresh ``init``; the review that found 20
-failures got most of them from a cache in some other state. Here every engine — SuperLU, dense
-LU/Cholesky, CHOLMOD, PARDISO (both types), the Krylov methods with AMG/ILU/Jacobi, pyamg's own
-cycles, PETSc in-process (MUMPS, CG+GAMG, GMRES+GAMG) and Auto — is driven into each state:
+failures got most of them from a cache in some other state. Here every engine — every case the
+registry declares for an algorithm that takes sparse matrices (SuperLU, CHOLMOD, PARDISO of
+both types, the Krylov methods with AMG/ILU/Jacobi, pyamg's own cycles, PETSc in-process:
+MUMPS, CG+GAMG, GMRES+GAMG, and Auto), and the dense factorizations — is driven into each state:
 
 * ``fresh``        init(A)
 * ``update``       init(A0), update(A) with the same pattern and dtype (numeric refactorization)
@@ -32,47 +33,29 @@ import scipy.sparse as sp
 import adjoints as ad
 import linops as lo
 import solvers as sv
-from solvers.internals import entries, entry
+from linops.internals import backend_named
+from solvers.internals import build_case, entries
 
 N = 12
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 STATES = ["fresh", "update", "update_kind", "failed_update", "failed_solve"]
 
 
-def _petsc_missing() -> str | None:
-    if entry("petsc").unavailable() is not None:
-        return entry("petsc").unavailable()
-    return None
+def _engines() -> dict:
+    """engine label -> (entry, case, structure): every case of every registered algorithm that
+    takes sparse matrices, on CSR; the direct ones also on a dense matrix (a dense
+    factorization is another engine)."""
+    out = {}
+    for e in entries():
+        for c in e.configurations():
+            if "sparse" in c.structures:
+                out[c.label] = (e, c, "sparse")
+            if c.direct and "dense" in c.structures:
+                out[f"{c.label} (dense)"] = (e, c, "dense")
+    return out
 
 
-def _petsc_real() -> bool:
-    from petsc4py import PETSc
-
-    return np.dtype(PETSc.ScalarType).kind != "c"
-
-
-# engine -> (factory, needs a Hermitian positive definite A, direct factorization)
-ENGINES = {
-    "SuperLU": (lambda: sv.LU(), False, True),
-    "dense LU": (lambda: sv.LU(), False, True),
-    "dense Cholesky": (lambda: sv.Cholesky(), True, True),
-    "CHOLMOD": (lambda: sv.Cholesky(), True, True),
-    "PARDISO": (lambda: sv.Pardiso(), False, True),
-    "PARDISO posdef": (lambda: sv.Pardiso(posdef=True), True, True),
-    "CG": (lambda: sv.CG(rtol=1e-11), True, False),
-    "CG+AMG": (lambda: sv.CG(rtol=1e-11, precond=sv.AMG()), True, False),
-    "CG+Jacobi": (lambda: sv.CG(rtol=1e-11, precond=sv.Jacobi()), True, False),
-    "MINRES": (lambda: sv.MINRES(rtol=1e-11), True, False),
-    "GMRES+ILU": (lambda: sv.GMRES(rtol=1e-11, precond=sv.ILU()), False, False),
-    "BiCGStab+Jacobi": (lambda: sv.BiCGStab(rtol=1e-11, precond=sv.Jacobi()), False, False),
-    "AMG": (lambda: sv.AMG(rtol=1e-11), True, False),
-    "PETSc mumps": (lambda: sv.PETSc(), False, True),
-    "PETSc cg+gamg": (lambda: sv.PETSc(ksp_type="cg", pc_type="gamg", rtol=1e-11), True, False),
-    "PETSc gmres+gamg": (lambda: sv.PETSc(ksp_type="gmres", pc_type="gamg", rtol=1e-11), False,
-                         False),
-    "Auto": (lambda: sv.Auto(), False, True),
-}
-DENSE = ("dense LU", "dense Cholesky")
+ENGINES = _engines()
 
 
 def _rand(rng, shape, dtype):
@@ -109,7 +92,7 @@ def matrix(rng, dtype, hpd: bool) -> np.ndarray:
 
 def operator(D, engine):
     """Dense, or CSR on MASK with explicit zeros kept: every matrix of a cell shares a pattern."""
-    if engine in DENSE:
+    if ENGINES[engine][2] == "dense":
         return lo.Dense(D)
     rows, cols = np.nonzero(MASK)
     return lo.aslinop(sp.csr_matrix((D[rows, cols], (rows, cols)), shape=D.shape))
@@ -121,20 +104,25 @@ def _other_kind(dtype):
 
 
 def declared_unsupported(engine, dtype) -> str | None:
-    """Why the engine declares ``dtype`` unsupported (None: it must work)."""
-    if engine.startswith("PETSc"):
-        missing = _petsc_missing()
-        if missing:
-            pytest.skip(missing)
-        if np.dtype(dtype).kind == "c" and _petsc_real():
-            return "this PETSc build is real"
-    if engine == "MINRES" and np.dtype(dtype).kind == "c":
-        return "scipy's minres"
-    if engine.startswith("PARDISO") and entry("pardiso").unavailable() is not None:
-        pytest.skip(entry("pardiso").unavailable())
-    if engine == "CHOLMOD" and not sv.cholmod_available():
-        pytest.skip("CHOLMOD (scikit-sparse) not installed")
-    return None
+    """Why the engine declares ``dtype`` unsupported (None: it must work); skips where its
+    optional dependency is not installed."""
+    e, c, kind = ENGINES[engine]
+    if e.unavailable() is not None:
+        pytest.skip(e.unavailable())
+    caps = [e.capability_for(kind), c.options.get("precond")]
+    reasons = [backend_named("numpy").capability(x, dtype) for x in caps if isinstance(x, str)]
+    reasons.append(e.unsupported(dtype) if e.unsupported is not None else None)
+    return next((r for r in reasons if r is not None), None)
+
+
+def make(engine):
+    e, c, _ = ENGINES[engine]
+    return build_case(e, c)
+
+
+def _hpd(engine) -> bool:
+    e, c, _ = ENGINES[engine]
+    return bool(c.posdef or e.hermitian)
 
 
 def _tol(dtype) -> float:
@@ -149,16 +137,19 @@ def _close(name, got, want, dtype):
 
 
 def _bad_updates(engine, D, hpd, direct):
-    """The updates init would refuse too, with the exception each must raise."""
+    """The updates init would refuse too, with the exception each must raise: NaN; a
+    non-Hermitian matrix where the algorithm's factorization needs a Hermitian one (its own
+    ``needs_hermitian``); a singular one for the direct engines."""
     bad = D.copy()
     bad[0, 0] = np.nan
     out = [(bad, sv.NonFiniteInputError)]
-    if hpd and engine not in ("CG", "CG+Jacobi", "MINRES", "CG+AMG", "AMG", "PETSc cg+gamg"):
+    A = operator(D, engine)
+    if hpd and make(engine).needs_hermitian(A, sv.LinearProblem(A, posdef=True)):
         skew = D.copy()
         i, j = np.argwhere(np.triu(MASK, 1))[0]
         skew[i, j] = skew[i, j] + 0.5 * abs(D[i, i])
         out.append((skew, sv.NotHermitianError))
-    if direct and engine != "Auto":
+    if direct and ENGINES[engine][0].name != "auto":
         sing = D.copy()
         sing[:, 0] = 0  # same pattern (explicit zeros), a zero column: singular
         if hpd:
@@ -173,7 +164,7 @@ CELLS = [(e, s) for e in ENGINES for s in STATES]
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("engine,state", CELLS, ids=[f"{e}-{s}" for e, s in CELLS])
 def test_state_cell(engine, state, dtype):
-    make, hpd, direct = ENGINES[engine]
+    hpd, direct = _hpd(engine), ENGINES[engine][1].direct
     rng = np.random.default_rng(zlib.crc32(f"{engine}-{state}-{np.dtype(dtype).name}".encode()))
     D = matrix(rng, dtype, hpd)
     hints = dict(posdef=True) if hpd else {}
@@ -185,39 +176,40 @@ def test_state_cell(engine, state, dtype):
         pytest.skip(f"{engine} starts in {np.dtype(start_dtype).name}: {why_start}")
     if why is not None:
         with pytest.raises(lo.BackendNotSupported):
-            cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make())
+            cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make(engine))
             cache.solve()
         return
     if state == "fresh":
-        cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make())
+        cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make(engine))
     elif state in ("update", "update_kind"):
         D0 = matrix(np.random.default_rng(1), start_dtype, hpd)
         b0 = _rand(rng, (N,), start_dtype).astype(start_dtype)
-        cache = sv.init(sv.LinearProblem(operator(D0, engine), b0, **hints), make())
+        cache = sv.init(sv.LinearProblem(operator(D0, engine), b0, **hints), make(engine))
         cache.solve()
         kind0 = cache.factor.precision
         cache.update(A=operator(D, engine), b=b)
         s = cache.stats
-        if state == "update" and engine not in DENSE and engine != "Auto":
+        if state == "update" and direct and ENGINES[engine][2] == "sparse" \
+                and ENGINES[engine][0].name != "auto":
             assert s.numeric_refactorizations == 1 and s.factorizations == 1, s
         if state == "update_kind":  # another dtype kind is never a numeric refactorization
             assert s.numeric_refactorizations == 0 and s.factorizations == 2, s
             assert cache.factor.precision != kind0
         assert cache.generation == 1 and cache.u is None
     elif state == "failed_update":
-        cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make())
+        cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make(engine))
         for bad, err in _bad_updates(engine, D, hpd, direct):
             with pytest.raises(err):
                 cache.update(A=operator(bad, engine))
         assert cache.generation == 0
     else:  # failed_solve
-        cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make())
+        cache = sv.init(sv.LinearProblem(operator(D, engine), b, **hints), make(engine))
         nan = b.copy()
         nan[3] = np.nan
         with pytest.raises(sv.NonFiniteInputError):
             cache.solve(nan)
     _check_operations(cache, D, b, dtype)
-    _check_factor_queries(engine, direct, cache, D, dtype)
+    _check_factor_queries(engine, cache, D, dtype)
 
 
 def _check_operations(cache, D, b, dtype):
@@ -249,35 +241,32 @@ def _check_operations(cache, D, b, dtype):
                -(lam[P.rows] * uref[P.indices].conj()), dtype)
 
 
-# what the factors answer besides solves (issue 18): log det, and A⁻¹'s entries by selected
-# inversion. log det elsewhere is refused with BackendNotSupported (Krylov caches hold no
-# factors, PARDISO's unsymmetric type hides its scaling); entries of A⁻¹ elsewhere come from
-# solves with the cache (a few columns are allowed, a pattern's worth is refused; checked on the
-# direct engines: a Krylov cache's 12 unit columns are its own solves, tested above)
-LOGDET = {"SuperLU", "dense LU", "dense Cholesky", "CHOLMOD", "PARDISO posdef", "PETSc mumps",
-          "Auto"}
-SELINV = {"SuperLU", "dense LU", "dense Cholesky", "CHOLMOD", "Auto"}
-
-
-def _check_factor_queries(engine, direct, cache, D, dtype):
+# what the factors answer besides solves, as each case declares (Case.queries): log det, and
+# A⁻¹'s entries by selected inversion. log det elsewhere is refused with BackendNotSupported
+# (Krylov caches hold no factors, PARDISO's unsymmetric type hides its scaling); entries of A⁻¹
+# elsewhere come from solves with the cache (a few columns are allowed, a pattern's worth is
+# refused; checked on the direct engines: a Krylov cache's 12 unit columns are its own solves,
+# tested above)
+def _check_factor_queries(engine, cache, D, dtype):
     """log det and diag(A⁻¹) against dense numpy, in every state: after an update or a change
     of dtype kind they must be those of the NEW matrix; selected inversion makes no solve."""
     Dh = D.astype(np.complex128)
     sign, logabs = np.linalg.slogdet(Dh)
-    if engine in LOGDET:
+    _, case, _ = ENGINES[engine]
+    if "logdet" in case.queries:
         got = cache.logdet()
         assert abs(got.logabsdet - logabs) <= _tol(dtype) * max(1.0, abs(logabs)), (got, logabs)
         assert abs(complex(got.sign) - sign) <= _tol(dtype), (got.sign, sign)
     else:
         with pytest.raises(lo.BackendNotSupported):
             cache.logdet()
-    if not direct:
+    if not case.direct:
         return
     solves = cache.stats.solves + cache.stats.adjoint_solves + cache.stats.transpose_solves
     _close("diag(A⁻¹)", np.asarray(lo.diagonal(sv.inverse(cache))),
            np.diag(np.linalg.inv(Dh)), dtype)
     after = cache.stats.solves + cache.stats.adjoint_solves + cache.stats.transpose_solves
-    if engine in SELINV:
+    if "selected_inverse" in case.queries:
         assert after == solves, "selected inversion made a solve"
     else:
         assert after > solves
@@ -289,15 +278,16 @@ EMPTY_ENGINES = [e for e in ENGINES]
 @pytest.mark.parametrize("engine", EMPTY_ENGINES)
 def test_empty_matrix(engine):
     """n = 0: every engine gives empty results (exact), with and without columns."""
-    make, hpd, _ = ENGINES[engine]
+    hpd = _hpd(engine)
     declared_unsupported(engine, np.float64)
-    A = lo.Dense(np.zeros((0, 0))) if engine in DENSE else lo.aslinop(sp.csr_matrix((0, 0)))
+    A = lo.Dense(np.zeros((0, 0))) if ENGINES[engine][2] == "dense" \
+        else lo.aslinop(sp.csr_matrix((0, 0)))
     cache = sv.init(sv.LinearProblem(A, np.zeros(0), **(dict(posdef=True) if hpd else {})),
-                    make())
+                    make(engine))
     assert cache.solve().shape == (0,)
     for op in (cache.solve, cache.solve_adjoint, cache.solve_transpose):
         assert np.asarray(op(np.zeros((0, 3)))).shape == (0, 3)
-    sol = sv.solve(sv.LinearProblem(A, np.zeros(0)), make())
+    sol = sv.solve(sv.LinearProblem(A, np.zeros(0)), make(engine))
     assert sol.status is sv.Status.SUCCESS and sol.u.shape == (0,)
     g = ad.solve_pullback(sol, np.zeros(0))
     assert g.b.shape == (0,) and g.A.shape == (0, 0)
@@ -313,11 +303,11 @@ def test_state_matrix_size():
     cells, empty = state_matrix_size()
     print(f"state conformance matrix: {len(ENGINES)} engines × {len(STATES)} states × "
           f"{len(DTYPES)} dtypes = {cells} cells × 9 operations, plus {empty} n = 0 cells")
-    kinds = {type(make()).__name__ for make, _, _ in ENGINES.values()}
+    names = {e.name for e, _, _ in ENGINES.values()}
     for e in entries():
         if "sparse" in e.structures:
-            assert e.cls.__name__ in kinds, f"{e.name} is missing from the state matrix"
+            assert e.name in names, f"{e.name} is missing from the state matrix"
     assert cells >= 300
     rows, cols = np.nonzero(MASK)
-    A = operator(matrix(np.random.default_rng(0), np.float64, True), "SuperLU")
+    A = operator(matrix(np.random.default_rng(0), np.float64, True), "LU")
     assert A.pattern.nnz == rows.size       # the failed updates keep the pattern

@@ -405,3 +405,57 @@ def test_the_rules_report_a_module_level_cycle(tmp_path):
         "solvers/_r.py": "from . import _p\n",
     })
     assert module_cycles(scan(root), "solvers") == ["solvers._p", "solvers._q"]
+
+
+# ----- the application layer and the solvers' frame -------------------------------------------
+#: what linops/_app and linops/__main__.py may import of the three packages: the public modules
+#: and the ``internals`` seams (a private module is reorganised freely by its package)
+PUBLIC = ("linops", "linops.petsc", "linops.testing", "linops.internals", "solvers",
+          "solvers.internals", "adjoints", "adjoints.jax", "adjoints.torch")
+
+
+def application_private_imports(imports: list[Import]) -> list[Import]:
+    """Imports by the application layer of anything but the public modules, the seams and the
+    application layer's own modules."""
+    return [i for i in imports if _in(i.importer, APPLICATION)
+            and not _in(i.target, APPLICATION) and i.target not in PUBLIC]
+
+
+def test_the_application_layer_uses_the_public_api_and_the_seams(imports):
+    bad = application_private_imports(imports)
+    assert bad == [], "linops/_app and __main__ reach the packages through their public " \
+                      "modules and internals:\n" + "\n".join(map(str, bad))
+
+
+def test_the_rules_report_a_private_import_of_the_application_layer(tmp_path):
+    root = _tree(tmp_path, {
+        "linops/_app/__init__.py": "", "linops/_app/x.py": "from solvers._engines import y\n"
+        "import solvers.internals\nfrom . import z\n", "linops/_app/z.py": "",
+        "solvers/internals.py": "", "solvers/_engines/__init__.py": "",
+        "solvers/_engines/y.py": "",
+    })
+    assert [(i.importer, i.target) for i in application_private_imports(scan(root))] == \
+        [("linops._app.x", "solvers._engines.y")]
+
+
+#: the solvers' frame: the modules at the top of solvers/ (problem, cache, contract, registry,
+#: checks, acceptance, results, errors, the entry points); engines register themselves and are
+#: imported by solvers/__init__.py (and re-exported by the seam, solvers/internals.py) only
+def frame_engine_imports(imports: list[Import]) -> list[Import]:
+    return [i for i in imports if _package(i.importer) == "solvers"
+            and i.importer.count(".") == 1 and i.importer != "solvers.internals"
+            and _in(i.target, ("solvers._engines",))]
+
+
+def test_the_solvers_frame_never_imports_an_engine(imports):
+    bad = frame_engine_imports(imports)
+    assert bad == [], "the frame reaches engines through the registry:\n" + "\n".join(map(str, bad))
+
+
+def test_the_rules_report_a_frame_that_imports_an_engine(tmp_path):
+    root = _tree(tmp_path, {
+        "solvers/_cache.py": "def f():\n    from ._engines.auto import Auto\n",
+        "solvers/_engines/__init__.py": "", "solvers/_engines/auto.py": "from .._cache import f\n",
+    })
+    assert [(i.importer, i.target) for i in frame_engine_imports(scan(root))] == \
+        [("solvers._cache", "solvers._engines.auto")]
