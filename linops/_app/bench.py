@@ -5,7 +5,8 @@ in one run, each measurement in its own process; writes a table, JSON and a plot
 loop, scale, jax, torch, petsc, logdet), each with its own ``--help``; ``--write-docs`` (every
 section has it) also writes the table into its region of ``docs/benchmarks.md`` (:mod:`.docs`).
 Method names are typed as ``sv.solve(prob, name)`` takes them, in any case, comma or space
-separated (:mod:`.names`); every table is followed by its column legend (:mod:`.legends`), in ``--help`` too.
+separated (:mod:`.names`); every table is followed by its column legend (:mod:`.legends`), in
+``--help`` too.
 """
 
 from __future__ import annotations

@@ -37,8 +37,11 @@ import sys
 import time
 from pathlib import Path
 
+from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
+from .legends import legend
 from .report import markdown_table as table
+from .report import publish
 
 SOLVE_METHODS = ["numpy path", "torch autograd", "at lu", "torch-sla"]
 BATCH_METHODS = ["vmap32", "32 separate", "jacrev"]
@@ -53,9 +56,9 @@ FEATURES = 32
 def _problem(nx: int):
     """(fam, b, θ, a): the Q4 family at nx, a load b, θ in [0.5, 1.5) per cell and a random a
     (seeded: every child builds the same problem)."""
-    import numpy as np
+    import numpy as np  # child only: torch/numba stay out of --help
 
-    import linops as lo
+    import linops as lo  # child only: torch/numba stay out of --help
 
     fam, b = lo.testing.poisson_family(nx)
     rng = np.random.default_rng(0)
@@ -64,8 +67,8 @@ def _problem(nx: int):
 
 def _numpy_path(nx):
     """The reference: sv.solve + one adjoint solve + fam.pullback of the lazy −λuᵀ."""
-    import solvers as sv
-    import adjoints as ad
+    import solvers as sv  # child only: torch/numba stay out of --help
+    import adjoints as ad  # child only: torch/numba stay out of --help
 
     fam, b, theta, a = _problem(nx)
 
@@ -83,9 +86,9 @@ def _torch_autograd(alg):
     """``a @ at.solve(fam(θ), b)`` and ``backward()``: one factorization, one adjoint solve."""
     def build(nx):
         """The row's ``run`` at grid side ``nx`` (imports torch in the child only)."""
-        import torch
+        import torch  # child only: torch/numba stay out of --help
 
-        import adjoints.torch as at
+        import adjoints.torch as at  # child only: torch/numba stay out of --help
 
         fam, b, theta, a = _problem(nx)
         bt, at_, th0 = (torch.as_tensor(x) for x in (b, a, theta))
@@ -109,10 +112,10 @@ def _torch_sla(nx):
     """torch-sla's spsolve (scipy SuperLU) in its own environment; factorizations counted by
     wrapping scipy's solvers. K(θ)'s values come from the family's map M (θ̄ = Mᵀ v̄): the peer
     has no families."""
-    import numpy as np
-    import scipy.sparse.linalg as spl
-    import torch
-    import torch_sla
+    import numpy as np  # child only: torch/numba stay out of --help
+    import scipy.sparse.linalg as spl  # child only: torch/numba stay out of --help
+    import torch  # child only: torch/numba stay out of --help
+    import torch_sla  # the peer's own environment only
 
     class FamilyMap(torch.autograd.Function):
         """values = M θ (scipy), θ̄ = Mᵀ v̄: the family's map written for the peer."""
@@ -154,17 +157,17 @@ def _torch_sla(nx):
 
 
 def _thetas(fam, k=32):
-    import numpy as np
+    import numpy as np  # child only: torch/numba stay out of --help
 
     return 0.5 + np.random.default_rng(0).random((k, fam.n_params))
 
 
 def _vmap32(nx):
     """One torch.func.vmap of at.solve over 32 value sets (one symbolic analysis)."""
-    import torch
+    import torch  # child only: torch/numba stay out of --help
 
-    import linops as lo
-    import adjoints.torch as at
+    import linops as lo  # child only: torch/numba stay out of --help
+    import adjoints.torch as at  # child only: torch/numba stay out of --help
 
     fam, b, _, _ = _problem(nx)
     V = torch.stack([torch.as_tensor(fam(th).values) for th in _thetas(fam)])
@@ -183,10 +186,10 @@ def _vmap32(nx):
 
 def _separate32(nx):
     """32 separate at.solve calls of the same value sets (32 symbolic analyses)."""
-    import torch
+    import torch  # child only: torch/numba stay out of --help
 
-    import linops as lo
-    import adjoints.torch as at
+    import linops as lo  # child only: torch/numba stay out of --help
+    import adjoints.torch as at  # child only: torch/numba stay out of --help
 
     fam, b, _, _ = _problem(nx)
     V = [torch.as_tensor(fam(th).values) for th in _thetas(fam)]
@@ -205,9 +208,9 @@ def _separate32(nx):
 
 def _jacrev(nx):
     """torch.func.jacrev of u = A⁻¹b in b: one factorization, one n-column transposed solve."""
-    import torch
+    import torch  # child only: torch/numba stay out of --help
 
-    import adjoints.torch as at
+    import adjoints.torch as at  # child only: torch/numba stay out of --help
 
     fam, b, theta, _ = _problem(nx)
     A = fam(torch.as_tensor(theta))
@@ -226,10 +229,10 @@ def _jacrev(nx):
 
 def _graph(edges: int):
     """A random graph with ~``edges`` stored entries on edges/10 nodes, weights, features."""
-    import numpy as np
-    import torch
+    import numpy as np  # child only: torch/numba stay out of --help
+    import torch  # child only: torch/numba stay out of --help
 
-    import linops as lo
+    import linops as lo  # child only: torch/numba stay out of --help
 
     n = max(edges // 10, 2)
     rng = np.random.default_rng(0)
@@ -246,8 +249,8 @@ def _gnn(which: str):
     """The GNN layer's forward, or its backward (w̄ by SDDMM, X̄ and W̄), float32."""
     def build(edges):
         """The row's ``run`` on a graph of ``edges`` stored entries."""
-        import linops as lo
-        import adjoints.torch as at
+        import linops as lo  # child only: torch/numba stay out of --help
+        import adjoints.torch as at  # child only: torch/numba stay out of --help
 
         P, w0, X0, W0, G = _graph(edges)
 
@@ -280,8 +283,8 @@ _BUILD = {"numpy path": _numpy_path, "torch autograd": _torch_autograd(None),
 def run_one(method: str, size: int) -> dict:
     """One measurement in this (child) process: build ``method`` at ``size`` (nx, or edges for
     the GNN rows), call it once (the first call) and then warm three times; the row."""
-    import numba
-    import torch
+    import numba  # child only: torch/numba stay out of --help
+    import torch  # child only: torch/numba stay out of --help
 
     torch.set_num_threads(1)
     numba.set_num_threads(1)
@@ -312,7 +315,7 @@ def run_one(method: str, size: int) -> dict:
 def peer_python(venv: Path, install: bool = True) -> tuple[str | None, str | None]:
     """(python of the peer's virtual environment, None) — created with this interpreter's
     packages visible and ``pip install torch-sla==0.4.0`` on first use — or (None, why not)."""
-    import subprocess
+    import subprocess  # only when the peer's environment is created
 
     py = venv / "bin" / "python"
     if not py.exists():
@@ -365,8 +368,6 @@ COLUMNS = ["method", "n / edges", "time s", "cpu s", "first call s", "peak MB (w
 
 def main(argv=None, out=None) -> list[dict]:
     """``python -m linops bench torch``: the table, printed and written to ``--out``."""
-    from .report import publish
-
     ap = argparse.ArgumentParser(prog="python -m linops bench torch",
                                  description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -384,7 +385,9 @@ def main(argv=None, out=None) -> list[dict]:
                     help="do not create the peer's environment when it is missing")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
     ap.add_argument("--timeout", type=float, default=900.0)
+    docs.add_option(ap)
     args = ap.parse_args(argv)
+    docs.check(ap, args.write_docs, "torch")
     if args.quick:
         args.nx, args.vmap_nx, args.jacrev_nx, args.edges = 40, 20, 10, 10**4
     sizes = {m: args.nx for m in SOLVE_METHODS}
@@ -408,14 +411,12 @@ def main(argv=None, out=None) -> list[dict]:
         if not m.startswith("gnn"):
             r.setdefault("n", sizes[m] * (sizes[m] + 1))
         results.append(r)
-    publish(args.out, "torch", table(_rows(results), COLUMNS), results, argv)
+    publish(args.out, "torch", table(_rows(results), COLUMNS), results, argv, args.write_docs)
     return results
 
 
 def _legend() -> str:
     """The section's column legend (the epilog of its --help)."""
-    from .legends import legend
-
     return legend("torch")
 
 

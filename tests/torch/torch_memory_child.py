@@ -1,9 +1,9 @@
-"""Lifetime patterns of adjoints.torch, each run CALLS times in this fresh process (called by
-test_memory.py): prints one '@@' + JSON line per pattern with the growth of the process's
-resident set after gc between the end of its warm-up (a tenth of the calls) and its end, and
-the counters.
+"""Lifetime patterns of adjoints.torch interleaved in this fresh process (called by
+test_memory.py): step i runs pattern i mod len(PATTERNS), STEPS steps in all; prints one
+'@@' + JSON line with the growth of the resident set after gc between the end of the warm-up
+(a tenth of the steps) and the end, the counters, and each pattern's factorizations.
 
-    python tests/torch/torch_memory_child.py CALLS PATTERN [PATTERN ...]
+    python tests/torch/torch_memory_child.py STEPS PATTERN [PATTERN ...]
 """
 
 from __future__ import annotations
@@ -27,15 +27,16 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def main(pattern: str, calls: int) -> None:
+def main(patterns: list[str], steps: int) -> None:
     fam, load = lo.testing.poisson_family(30)       # n = 930: ~0.5 MB per SuperLU factorization
     b = torch.tensor(load)
     target = torch.linspace(0, 1, fam.shape[0], dtype=torch.float64)
     theta = torch.ones(fam.n_params, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.SGD([theta], lr=1e-4)
     F0 = at.factorize(fam(theta.detach()), sv.LU())
+    zeros = lo.Sparse(torch.zeros(fam.pattern.nnz, dtype=torch.float64), fam.pattern)
 
-    def step(i):
+    def step(pattern, i):
         opt.zero_grad()
         if pattern == "train":                           # autograd: loss.backward()
             loss = ((at.solve(fam(theta), b, sv.LU()) - target) ** 2).sum()
@@ -57,27 +58,30 @@ def main(pattern: str, calls: int) -> None:
             F0.solve(b + i).sum()
         elif pattern == "failing":                       # a failed factorization each step
             try:
-                at.solve(lo.Sparse(torch.zeros(fam.pattern.nnz, dtype=torch.float64),
-                                   fam.pattern), b, sv.LU())
+                at.solve(zeros, b, sv.LU())
             except sv.SingularMatrixError:
                 pass
+        else:
+            raise ValueError(f"unknown pattern {pattern!r}")
         opt.step()
 
-    warm = max(1, calls // 10)
+    warm = max(len(patterns), steps // 10)
     for i in range(warm):
-        step(i)
+        step(patterns[i % len(patterns)], i)
     gc.collect()
     before = rss_mb()
     at.reset_stats()
-    for i in range(warm, calls):
-        step(i)
+    per = dict.fromkeys(patterns, 0)
+    for i in range(warm, steps):
+        p = patterns[i % len(patterns)]
+        n0 = at.stats().factorizations
+        step(p, i)
+        per[p] += at.stats().factorizations - n0
     gc.collect()
     s = at.stats()
-    print("@@" + json.dumps({"pattern": pattern, "grown_mb": rss_mb() - before,
-                             "factorizations": s.factorizations, "misses": s.misses,
-                             "live": s.live, "calls": calls - warm}))
+    print("@@" + json.dumps({"grown_mb": rss_mb() - before, "factorizations": per,
+                             "misses": s.misses, "live": s.live, "steps": steps - warm}))
 
 
 if __name__ == "__main__":
-    for name in sys.argv[2:]:
-        main(name, int(sys.argv[1]))
+    main(sys.argv[2:], int(sys.argv[1]))
