@@ -136,8 +136,9 @@ def test_every_python_block_runs_and_prints_its_output(page, monkeypatch):
 
 
 # ----- every path and name the pages mention exists ----------------------------------------------
-_ALIASES = {"lo": "linops", "sv": "solvers", "ad": "adjoints", "adj": "adjoints.jax"}
-_NAME = re.compile(r"(?<![\w./-])(linops|solvers|adjoints|lo|sv|ad|adj)((?:\.[A-Za-z_]\w*)+)")
+_ALIASES = {"lo": "linops", "sv": "solvers", "ad": "adjoints", "adj": "adjoints.jax",
+            "at": "adjoints.torch"}
+_NAME = re.compile(r"(?<![\w./-])(linops|solvers|adjoints|lo|sv|ad|adj|at)((?:\.[A-Za-z_]\w*)+)")
 _TOKEN = re.compile(r"[\w./-]+")
 # a repository path: folders ending in "/", or a file with one of these extensions
 _PATH = re.compile(r"(?:\.?[\w-]+/)+(?:[\w.-]+\.(?:py|md|sh|toml|yml|yaml|ipynb|json|txt|cfg))?")
