@@ -36,7 +36,8 @@ import numpy as np
 from ._errors import BackendNotSupported
 
 __all__ = ["Backend", "backend_of", "backend_named", "BACKEND_NAMES", "namespace", "to_numpy",
-           "is_jax", "is_cupy", "is_array", "snapshot", "seal", "conj", "DTYPES", "CAPABILITIES"]
+           "is_jax", "is_cupy", "is_torch", "dtype_of", "is_array", "snapshot", "seal", "conj",
+           "DTYPES", "CAPABILITIES"]
 
 DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128))
 CAPABILITIES = ("dense_lu", "dense_cholesky", "sparse_lu", "sparse_cholesky", "cg", "minres",
@@ -50,6 +51,32 @@ def is_jax(x: Any) -> bool:
 
 def is_cupy(x: Any) -> bool:
     return "cupy" in sys.modules and aac.is_cupy_array(x)
+
+
+def is_torch(x: Any) -> bool:
+    """A torch tensor (also one wrapped by torch.func or traced by torch.compile). linops does
+    not compute with torch tensors: a ``Sparse`` may hold them as its values, and
+    ``adjoints.torch`` does the arithmetic (its functions are torch operations)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+TORCH_NOT_A_BACKEND = ("linops operators do not compute with torch tensors; use adjoints.torch "
+                       "(import adjoints.torch as at: at.solve, at.matmul, at.factorize, "
+                       "at.logdet; fam(θ) with a torch θ once it is imported), or convert with "
+                       "tensor.detach().cpu().numpy()")
+
+
+def dtype_of(x: Any) -> np.dtype:
+    """x.dtype as a numpy dtype (torch dtypes by name: torch.float64 -> float64)."""
+    if is_torch(x):
+        name = str(x.dtype).removeprefix("torch.")
+        try:
+            return np.dtype(name)
+        except TypeError:
+            raise BackendNotSupported(f"torch dtype {x.dtype} has no numpy counterpart; "
+                                      f"supported: float32, float64, complex64, complex128") from None
+    return np.dtype(x.dtype)
 
 
 def _cholmod_reason() -> str | None:
@@ -433,6 +460,8 @@ def backend_of(*arrays: Any) -> Backend:
     lifted into jax); mixing cupy and jax raises BackendNotSupported.
     """
     arrs = [a for a in arrays if a is not None and not isinstance(a, (int, float, complex))]
+    if any(is_torch(a) for a in arrs):
+        raise BackendNotSupported(TORCH_NOT_A_BACKEND)
     jax_ = any(is_jax(a) for a in arrs)
     cupy_ = any(is_cupy(a) for a in arrs)
     if jax_ and cupy_:
@@ -466,9 +495,10 @@ def snapshot(x):
 
     A numpy array is copied once (O(bytes)) into a read-only array, unless it is read-only all
     the way down (itself and every array it views): then nobody can change it and it is kept.
-    jax arrays are kept; cupy arrays are copied on their device. ``np.matrix`` becomes an
-    ndarray (its ``*`` and 2-D slicing rules would break the operators). Non-arrays (python
-    scalars, operators) pass through unchanged.
+    jax arrays are kept; cupy arrays are copied on their device; torch tensors are cloned
+    (``x.clone()``: still differentiable, so autograd reaches the caller's tensor).
+    ``np.matrix`` becomes an ndarray (its ``*`` and 2-D slicing rules would break the
+    operators). Non-arrays (python scalars, operators) pass through unchanged.
 
     >>> a = np.ones(2)
     >>> s = snapshot(a)
@@ -476,6 +506,8 @@ def snapshot(x):
     >>> s, s.flags.writeable, snapshot(s) is s
     (array([1., 1.]), False, True)
     """
+    if is_torch(x):   # a private copy; differentiable, so gradients reach the caller's tensor
+        return x.clone()
     if not is_array(x):
         return x
     if isinstance(x, np.matrix):

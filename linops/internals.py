@@ -24,6 +24,8 @@ from ._backend import backend_named as backend_named
 from ._backend import backend_of as backend_of
 from ._backend import is_cupy as is_cupy
 from ._backend import is_jax as is_jax
+from ._backend import is_torch as is_torch
+from ._backend import dtype_of as dtype_of
 from ._backend import namespace as namespace
 from ._backend import conj as conj
 from ._backend import is_array as is_array
@@ -47,6 +49,7 @@ from ._generics import scale_split as scale_split
 from ._generics import structure as structure
 from ._generics import structure_key as structure_key
 from ._generics import with_dtype as with_dtype
+from ._family.affine import family_call as family_call_generic
 from ._pytree import array_leaves as array_leaves
 from ._pytree import backend_of_operator as backend_of_operator
 from ._pytree import ensure_jax_pytrees as ensure_jax_pytrees

@@ -2,10 +2,11 @@
 in one run, each measurement in its own process; writes a table, JSON and a plot.
 
 ``python -m linops bench SECTION ...`` runs one of the longer sections instead (:data:`SECTIONS`:
-loop, scale, jax, petsc, logdet), each with its own ``--help``; ``--write-docs`` (every section
-has it) also writes the table into its region of ``docs/benchmarks.md`` (:mod:`.docs`). Method names are typed as
-``sv.solve(prob, name)`` takes them, in any case, comma or space separated (:mod:`.names`);
-every table is followed by its column legend (:mod:`.legends`), in ``--help`` too.
+loop, scale, jax, torch, petsc, logdet), each with its own ``--help``; ``--write-docs`` (every
+section has it) also writes the table into its region of ``docs/benchmarks.md`` (:mod:`.docs`).
+Method names are typed as ``sv.solve(prob, name)`` takes them, in any case, comma or space
+separated (:mod:`.names`); every table is followed by its column legend (:mod:`.legends`), in
+``--help`` too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SECTIONS = {"loop": "optimisation loops: steps × value + θ-gradient through ca
                     "against hand-written loops of the same solvers",
             "scale": "CG + AMG value + θ-gradient at n = 10⁶ … 10⁷ against a hand-written script",
             "jax": "the jax path against jax spsolve and the numpy path",
+            "torch": "adjoints.torch against the numpy path and torch-sla, vmap over value "
+                     "sets, jacrev, a GNN layer's backward",
             "petsc": "distributed CG + GAMG under MPI against a hand-written petsc4py script "
                      "(mpirun -n 2 python -m linops bench petsc)",
             "logdet": "log det + θ-gradient by selected inversion against n solves; the eigsh "

@@ -54,7 +54,7 @@ def hwm() -> int:
 
 def in_child(module: str, call: str, row: dict, timeout: float, *,
              threads: int | None = None, keep: int = 160, path: str | None = None,
-             python: str | None = None) -> dict:
+             python: str | None = None, env: dict | None = None) -> dict:
     """``linops._app.<module>.<call>`` evaluated in a fresh interpreter (warnings silenced
     there); its JSON-able result, or ``row`` with ``skipped`` saying what went wrong.
 
@@ -65,7 +65,7 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     BLAS/OpenMP thread variables of the child (None: the environment's); ``path`` a folder
     put first on its module path (PYTHONPATH); ``python`` the interpreter to run it with
     (None: this one; e.g. a virtual environment that has a peer package this one lacks —
-    linops must be importable there too). Cost: one
+    linops must be importable there too), ``env`` more environment variables. Cost: one
     interpreter start with the imports (about a second) on top of the measurement.
 
     >>> in_child("child", "peak_rss() > 0", {"row": "x"}, 60)
@@ -74,14 +74,14 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     code = ("import json, warnings; warnings.simplefilter('ignore');"
             f"from linops._app import {module} as m;"
             f"print({MARK!r} + json.dumps(m.{call}))")
-    env = dict(os.environ)
+    environ = {**os.environ, **(env or {})}
     if threads:
-        env.update({var: str(threads) for var in THREAD_VARS})
+        environ.update({var: str(threads) for var in THREAD_VARS})
     if path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
+        environ["PYTHONPATH"] = os.pathsep.join(p for p in (path, environ.get("PYTHONPATH")) if p)
     try:
         p = subprocess.run([python or sys.executable, "-c", code], capture_output=True,
-                           text=True, timeout=timeout, env=env)
+                           text=True, timeout=timeout, env=environ)
     except subprocess.TimeoutExpired:
         return {**row, "skipped": f"timed out after {timeout:.0f} s"}
     for line in p.stdout.splitlines():

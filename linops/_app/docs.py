@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 
 PAGE = Path("docs/benchmarks.md")
-KEYS = ("main", "loop", "scale", "jax", "jax-loops", "jax-native", "petsc", "logdet")
+KEYS = ("main", "loop", "scale", "jax", "jax-loops", "jax-native", "torch", "petsc", "logdet")
 
 
 def add_option(ap) -> None:

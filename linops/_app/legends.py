@@ -10,13 +10,13 @@ its explanation after it (continuation lines indented further).
 
 >>> from linops._app.legends import legend, LEGENDS
 >>> sorted(LEGENDS)
-['jax', 'logdet', 'loop', 'main', 'petsc', 'scale']
+['jax', 'logdet', 'loop', 'main', 'petsc', 'scale', 'torch']
 >>> legend("loop").splitlines()[0]
 'columns:'
 >>> legend("nosuch")
 Traceback (most recent call last):
 ...
-KeyError: "no legend for section 'nosuch'; sections: jax, logdet, loop, main, petsc, scale"
+KeyError: "no legend for section 'nosuch'; sections: jax, logdet, loop, main, petsc, scale, torch"
 """
 
 from __future__ import annotations
@@ -176,8 +176,26 @@ JAX_NATIVE = """--section native:
 # and the help (its table has no region of the page)
 JAX = JAX + "\n" + JAX_LOOPS + "\n" + JAX_NATIVE
 
-LEGENDS = {"main": MAIN, "loop": LOOP, "scale": SCALE, "jax": JAX, "petsc": PETSC,
-           "logdet": LOGDET}
+TORCH = """columns:
+  method          numpy path: sv.solve + solve_pullback + fam.pullback; torch autograd:
+                  a @ at.solve(fam(θ), b, posdef=True) and backward(); at lu: the same with
+                  sv.LU() (SuperLU, as the peer); torch-sla: torch_sla.spsolve(scipy, lu) in its
+                  own environment; vmap32 / 32 separate: torch.func.vmap of at.solve over 32 value
+                  sets / 32 separate calls; jacrev: torch.func.jacrev of u = A⁻¹b in b; gnn
+                  forward / backward: X ↦ A(w) X W at the given edges (backward: w̄ by SDDMM, X̄, W̄)
+  n / edges       unknowns of the Q4 family, nx·(nx+1), or stored edges of the GNN graph
+  time s          best of three warm calls (gnn backward: the backward pass alone)
+  cpu s           the CPU time of that call (one thread; steadier than wall time)
+  first call s    the first call (imports of the kernels, numba's compiled SDDMM included)
+  peak MB (warm)  peak RSS increase of a warm call over the RSS before it
+  factorizations  factorizations per call (adjoints.torch counts them; torch-sla: calls of
+                  scipy's spsolve/splu)
+  symbolic        symbolic analyses per call (vmap32: one for the 32 members)
+  solve calls     host solve calls per call (jacrev: one multi-column solve)
+  cpu ratio       CPU time over the row named, with the issue's target"""
+
+LEGENDS = {"main": MAIN, "loop": LOOP, "scale": SCALE, "jax": JAX, "torch": TORCH,
+           "petsc": PETSC, "logdet": LOGDET}
 
 
 def legend(section: str) -> str:

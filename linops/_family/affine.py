@@ -21,7 +21,7 @@ prescribed values are :mod:`linops._family.dirichlet`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, singledispatch
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,7 +42,8 @@ class AffineSparse:
     The map is itself a sparse nnz×p matrix ``M`` (a :class:`Sparse`), so ``fam(θ)`` is one SpMV,
     O(nnz(M)), and the pullback of a cotangent G is ``θ̄ = Mᴴ g`` with g = G sampled on the
     pattern: O(nnz·rank(G)) for lazy G (SDDMM), O(nnz) for a Sparse G on the same pattern.
-    Nothing forms an n×n array. Works for numpy, cupy and jax θ (inside ``jax.jit`` too).
+    Nothing forms an n×n array. Works for numpy, cupy and jax θ (inside ``jax.jit`` too), and for
+    torch θ once ``adjoints.torch`` is imported (a differentiable torch operation).
 
     Gradient convention: θ̄ᵢ = ⟨Kᵢ, G⟩_F; for real θ (``pullback(G)``, the default) the real part.
 
@@ -358,6 +359,9 @@ class AffineSparse:
         array([2., 7., 2.])
         """
         self._check_theta(theta)
+        own = family_call(theta, self)
+        if own is not None:   # θ of a library that computes K(θ) itself (adjoints.torch)
+            return own
         be = backend_of(theta)
         MH = self._on(be, "MH")
         values = be.spmm_adjoint(MH.values, MH.pattern, theta)  # M θ = (Mᴴ)ᴴ θ
@@ -559,6 +563,14 @@ class AffineSparse:
         else:
             out = be.xp.full(shape, 0.0 if fill is None else fill, dtype=u_free.dtype)
         return be.put(out, be.index(self.free), u_free)
+
+
+@singledispatch
+def family_call(theta, fam: AffineSparse):
+    """``fam(θ)`` for a θ whose own library computes it (a rule registered by that library's
+    front end, e.g. ``adjoints.torch`` for torch tensors: one differentiable operation from θ
+    to K's values); None (the default) lets the backend table's SpMV do it."""
+    return None
 
 
 def _is_zero(x) -> bool:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._backend import backend_of, conj, namespace, seal, snapshot, to_numpy
+from .._backend import backend_of, conj, dtype_of, namespace, seal, snapshot, to_numpy
 from .._base import LinearOperator
 from .._errors import ShapeError, UnsupportedOperandError
 from .pattern import Pattern
@@ -35,7 +35,8 @@ class Sparse(LinearOperator):
     Parameters
     ----------
     values : array of shape (nnz,)
-        numpy, cupy or jax, in the pattern's CSR order (row by row, columns increasing).
+        numpy, cupy or jax, in the pattern's CSR order (row by row, columns increasing); or a
+        torch tensor, which this operator only carries (``adjoints.torch`` computes with it).
     pattern : Pattern
         The structure; it decides the shape. Under jax it is static aux data and only
         ``values`` is a pytree leaf, so a gradient with respect to a Sparse is values on the
@@ -86,7 +87,7 @@ class Sparse(LinearOperator):
         if not hasattr(v, "shape") or tuple(v.shape) != (self.pattern.nnz,):
             raise ShapeError(f"Sparse values must have shape (nnz,)=({self.pattern.nnz},), got "
                              f"values.shape={tuple(getattr(v, 'shape', ()))}")
-        _set(self, values=v, shape=self.pattern.shape, dtype=np.dtype(v.dtype))
+        _set(self, values=v, shape=self.pattern.shape, dtype=dtype_of(v))
 
     @classmethod
     def from_scipy(cls, S, dtype=None) -> "Sparse":

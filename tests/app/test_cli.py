@@ -30,7 +30,7 @@ from solvers.internals import entries, entry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HAVE = {m: importlib.util.find_spec(m) is not None
-        for m in ("jax", "matplotlib", "petsc4py", "pypardiso")}
+        for m in ("jax", "matplotlib", "petsc4py", "pypardiso", "torch")}
 
 
 def run(*args, cwd=None, timeout=300):
@@ -144,6 +144,8 @@ SECTION_RUNS = {
     "loop": (["loop", "--sizes", "3", "--steps", "2", "--repeat", "1", "--methods", "lu"], None),
     "scale": (["scale", "--sizes", "4"], None),
     "jax": (["jax", "--sizes", "3", "--methods", "fam-numpy"], "jax"),
+    "torch": (["torch", "--quick", "--nx", "4", "--edges", "200", "--methods", "numpy path",
+               "torch autograd", "jacrev", "gnn forward", "gnn backward"], "torch"),
     "petsc": (["petsc", "--nx", "4", "--methods", "hand,linops"], "petsc4py"),
 }
 

@@ -2,7 +2,7 @@
 
 - the site builds with ``mkdocs build --strict`` (every warning an error: a broken link, a page
   missing from the navigation, a docstring griffe cannot parse), and its API reference has a
-  section for every public name of linops, solvers, adjoints and adjoints.jax;
+  section for every public name of linops, solvers, adjoints, adjoints.jax and adjoints.torch;
 - every python block of README.md, CONTRIBUTING.md and docs/**/*.md runs, page by page, and a
   block's ``output`` block is what it prints (the convention: tests/_cases/docs.py);
 - every repository path (``solvers/_engines/auto.py``, ``docs/``) and every dotted name of the
@@ -35,7 +35,9 @@ IDS = [str(p.relative_to(ROOT)) for p in PAGES]
 HAVE_MKDOCS = all(importlib.util.find_spec(m) is not None
                   for m in ("mkdocs", "mkdocstrings_handlers.python", "material"))
 NAMESPACES = {"linops": "linops", "solvers": "solvers", "adjoints": "adjoints",
-              "adjoints-jax": "adjoints.jax"}
+              "adjoints-jax": "adjoints.jax", "adjoints-torch": "adjoints.torch"}
+# the front ends whose framework is an optional dependency
+OPTIONAL_FRAMEWORK = {"adjoints.jax": "jax", "adjoints.torch": "torch"}
 # paths the pages name that land with another branch: strict, so each entry goes once it exists
 PENDING_PATHS: dict[str, str] = {}
 # folders the commands create (outputs), not part of the repository
@@ -73,14 +75,11 @@ def test_the_site_builds_without_a_warning(site):
 def test_the_api_reference_documents_every_public_name(site, page, ns):
     _, out = site
     html = (out / "api" / page / "index.html").read_text(encoding="utf-8")
-    module = importlib.import_module(ns) if ns != "adjoints.jax" else _jax_namespace()
+    if ns in OPTIONAL_FRAMEWORK:
+        pytest.importorskip(OPTIONAL_FRAMEWORK[ns])
+    module = importlib.import_module(ns)
     missing = [n for n in module.__all__ if f'id="{ns}.{n}"' not in html]
     assert missing == [], f"api/{page}.md renders no section for {missing}"
-
-
-def _jax_namespace():
-    pytest.importorskip("jax")
-    return importlib.import_module("adjoints.jax")
 
 
 # ----- every python block runs -------------------------------------------------------------------
@@ -136,8 +135,9 @@ def test_every_python_block_runs_and_prints_its_output(page, monkeypatch):
 
 
 # ----- every path and name the pages mention exists ----------------------------------------------
-_ALIASES = {"lo": "linops", "sv": "solvers", "ad": "adjoints", "adj": "adjoints.jax"}
-_NAME = re.compile(r"(?<![\w./-])(linops|solvers|adjoints|lo|sv|ad|adj)((?:\.[A-Za-z_]\w*)+)")
+_ALIASES = {"lo": "linops", "sv": "solvers", "ad": "adjoints", "adj": "adjoints.jax",
+            "at": "adjoints.torch"}
+_NAME = re.compile(r"(?<![\w./-])(linops|solvers|adjoints|lo|sv|ad|adj|at)((?:\.[A-Za-z_]\w*)+)")
 _TOKEN = re.compile(r"[\w./-]+")
 # a repository path: folders ending in "/", or a file with one of these extensions
 _PATH = re.compile(r"(?:\.?[\w-]+/)+(?:[\w.-]+\.(?:py|md|sh|toml|yml|yaml|ipynb|json|txt|cfg))?")

@@ -1,9 +1,10 @@
 """Documentation is part of the contract.
 
 - the examples in every module of linops, solvers and adjoints run as doctests (one case per
-  module; ``adjoints.jax`` and its helpers only where jax is installed);
-- for each public namespace (linops, solvers, adjoints, and adjoints.jax where jax is
-  installed): ``__all__`` lists exactly its public names, every name in it carries a runnable
+  module; ``adjoints.jax`` / ``adjoints.torch`` and their helpers only where jax / torch is
+  installed);
+- for each public namespace (linops, solvers, adjoints, and adjoints.jax / adjoints.torch
+  where jax / torch is installed): ``__all__`` lists exactly its public names, every name in it carries a runnable
   example in its own docstring, every public method of a public class has a docstring, and the
   namespace's ``help()`` mentions every name;
 - each package (all of its .py files) keeps at least 0.5 documentation lines per code line,
@@ -31,8 +32,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("linops", "solvers", "adjoints")
 HAVE_JAX = importlib.util.find_spec("jax") is not None
-# the namespaces a user imports names from; adjoints.jax only where jax is installed
-NAMESPACES = PACKAGES + (("adjoints.jax",) if HAVE_JAX else ())
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+# the namespaces a user imports names from; adjoints.jax / adjoints.torch only where installed
+NAMESPACES = PACKAGES + (("adjoints.jax",) if HAVE_JAX else ()) + \
+    (("adjoints.torch",) if HAVE_TORCH else ())
 # Public names whose docstrings live in a file another change owns right now (solvers/_engines/petsc.py):
 # expected to fail until that file documents them; strict, so the entry goes once they pass.
 PENDING: dict = {}
@@ -66,6 +69,8 @@ def test_module_doctests(name):
         return  # no examples: nothing to run, and no reason to import (MPI, jax) for it
     if name == "adjoints.jax" or name.startswith("adjoints.jax."):
         pytest.importorskip("jax")
+    if name == "adjoints.torch" or name.startswith("adjoints.torch."):
+        pytest.importorskip("torch")
     try:
         module = importlib.import_module(name)
     except ImportError as e:  # an optional extra (petsc4py, ...) that this machine lacks
