@@ -5,7 +5,8 @@ Standard (``M=None``): A v = λ v. Generalized (``M=`` Hermitian positive defini
 matrix): K v = λ M v with M-orthonormal vectors (VᴴMV = I). With a shift σ, ARPACK's Lanczos
 runs on (K − σM)⁻¹ applied by a cache's solves: the eigenvalues nearest σ converge first (σ
 below the spectrum: the lowest ones, a ground state, the fundamental modes). The cache — made
-here with ``alg`` (``sv.Auto()``: CHOLMOD when K − σM is positive definite) or passed in — is
+here with ``alg`` (default: ``sv.Auto`` without PARDISO, so CHOLMOD for a Hermitian K − σM
+where it is installed, see :func:`shift_invert_default`) or passed in — is
 kept on the result, so the eigenvector cotangents of ``adjoints.eigsh_pullback`` reuse its
 factorization (a projected solve, preconditioned by it). Without σ (standard case only),
 Lanczos on A itself (``which='SA'``, ``'LA'``, ``'LM'``), no factorization.
@@ -53,9 +54,9 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
         1 ≤ k < n.
     sigma : float, optional
         Shift: the k eigenvalues nearest σ (``which='LM'`` of (K − σM)⁻¹). K − σM is factorized
-        once (``alg``, default ``sv.Auto()`` with ``posdef`` when σ is below K − σM's
-        Gershgorin bound) unless ``cache`` holds its factorization already. Needs an assembled
-        K (and M): Dense or Sparse. Without σ: Lanczos on A, ``which`` as in scipy (``'SA'``:
+        once (``alg``, default :func:`shift_invert_default`, with ``posdef`` when σ is below
+        K − σM's Gershgorin bound) unless ``cache`` holds its factorization already. Needs an
+        assembled K (and M): Dense or Sparse. Without σ: Lanczos on A, ``which`` as in scipy (``'SA'``:
         smallest); a generalized problem needs σ.
     M : operator, optional
         The mass matrix of K v = λ M v: Hermitian positive definite (checked: a singular or
@@ -63,7 +64,8 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
     which : str
         'LM' (default; with σ: nearest σ), 'SM', 'LA', 'SA', 'BE'.
     alg : algorithm, optional
-        How to factorize K − σM.
+        How to factorize K − σM (default: ``sv.Auto`` without PARDISO, whose solves are the
+        slower ones; :func:`shift_invert_default`).
     cache : LinearCache, optional
         A factorization of K − σM to reuse (verified by one product with a random vector).
     tol, maxiter, ncv, v0
@@ -99,9 +101,10 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
     Cost with σ: one factorization of K − σM plus one solve (and one product with M) per
     Lanczos step (usually 2k to 4k of them for well separated eigenvalues); without σ: one
     product with A per step, many more steps for interior or clustered eigenvalues. An M that
-    is not diagonally dominant is checked by a short Lanczos run on M (products only; a
-    Cholesky of M only if that does not settle). The gradient of λᵢ is vᵢvᵢᴴ with respect to
-    K and −λᵢvᵢvᵢᴴ with respect to M (``adjoints.eigsh_pullback``), O(n) memory.
+    is not diagonally dominant is checked by a Cholesky factorization of M (about the cost of
+    the factorization of K − σM; a short Lanczos run on M's products where there is no
+    Cholesky for it). The gradient of λᵢ is vᵢvᵢᴴ with respect to K and −λᵢvᵢvᵢᴴ with respect
+    to M (``adjoints.eigsh_pullback``), O(n) memory.
 
     Examples
     --------
