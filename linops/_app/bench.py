@@ -34,7 +34,11 @@ SECTIONS = {"loop": "optimisation loops: steps × value + θ-gradient through ca
             "petsc": "distributed CG + GAMG under MPI against a hand-written petsc4py script "
                      "(mpirun -n 2 python -m linops bench petsc)",
             "logdet": "log det + θ-gradient by selected inversion against n solves; the eigsh "
-                      "gradient"}
+                      "gradient",
+            "eig": "K v = λ M v: eigsh with M and the mode gradients for K and M against "
+                   "scipy's eigsh and central differences",
+            "lstsq": "sparse least squares: QR value + ∂A against the QR solve; the normal "
+                     "equations at cond 1e10; LinearSolve.jl #1309"}
 
 
 def _nx(text: str) -> int:

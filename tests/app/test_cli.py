@@ -28,7 +28,7 @@ from solvers.internals import entries, entry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HAVE = {m: importlib.util.find_spec(m) is not None
-        for m in ("jax", "matplotlib", "petsc4py", "pypardiso")}
+        for m in ("jax", "matplotlib", "petsc4py", "pypardiso", "sparseqr")}
 
 
 def run(*args, cwd=None, timeout=300):
@@ -143,6 +143,8 @@ SECTION_RUNS = {
     "scale": (["scale", "--sizes", "4"], None),
     "jax": (["jax", "--sizes", "3", "--methods", "fam-numpy"], "jax"),
     "petsc": (["petsc", "--nx", "4", "--methods", "hand,linops"], "petsc4py"),
+    "eig": (["eig", "--nx", "8", "--k", "3"], None),
+    "lstsq": (["lstsq", "--m", "400", "--n", "100", "--repeat", "1"], "sparseqr"),
 }
 
 
