@@ -50,6 +50,7 @@ def plate(nx: int):
 
 
 def _timed(fn):
+    """(result, wall seconds, CPU seconds) of one call of ``fn``."""
     w, c = time.perf_counter(), time.process_time()
     out = fn()
     return out, time.perf_counter() - w, time.process_time() - c
@@ -74,7 +75,25 @@ def _alg(method: str):
 def measure(method: str, nx: int, k: int) -> dict:
     """One eigensolve by ``method`` (one of :data:`METHODS`) in this process; for ``linops``
     also the k mode gradients for K and M. Wall and CPU seconds after a warm-up on a tiny
-    plate (imports, MKL's loading); the 1-minute load when done."""
+    plate (imports, MKL's loading); the 1-minute load when done.
+
+    Parameters
+    ----------
+    method : str
+        ``'linops'`` (eigsh's default engine), ``'linops, alg=Pardiso'`` or ``'scipy'``.
+    nx : int
+        Plate grid side: n = (nx − 1)² free dofs.
+    k : int
+        Modes.
+
+    Returns
+    -------
+    dict
+        ``method``, ``n``, ``nnz``, ``k``, ``time_s``, ``cpu_s``, ``kind`` (the engine),
+        ``factorizations``, ``solves`` (linops), ``values`` (ascending), ``load``; for
+        ``'linops'`` also ``grad_s``, ``grad_cpu_s`` (the k mode gradients) and
+        ``factorizations_after`` (after the gradients: still 1).
+    """
     if method != "scipy":        # imports, MKL's loading (PARDISO), numba: not measured
         fK, fM, th, rho = plate(6)
         sv.eigsh(fK(th), 2, sigma=0.0, M=fM(rho), alg=_alg(method))
@@ -110,7 +129,20 @@ def _stencil(lam, p, d, h):
 
 def measure_fd(nx: int, k: int, step: float) -> dict:
     """The k mode gradients along one random direction (uniform in [−1, 1) times the
-    parameter, every cell) for θ and for ρ against central differences with step h."""
+    parameter, every cell) for θ and for ρ against central differences with step h.
+
+    The direction mixes signs, so the directional derivative is ~√(cells) smaller than its
+    terms and a 2-point difference at a step small enough for its truncation error is
+    dominated by the eigensolver's rounding; the 4-point stencil lets the step be 1e-3
+    (truncation O(h⁴)). Eight eigensolves (two families × four points).
+
+    Returns
+    -------
+    dict
+        ``row`` = ``'fd'``, ``n``, ``k``, ``step``, ``theta_err4`` / ``rho_err4`` (max relative
+        error of the gradients against the 4-point differences), ``theta_err2`` /
+        ``rho_err2`` (against the 2-point differences at the same step), ``load``.
+    """
     fK, fM, th, rho = plate(nx)
     K, M = fK(th), fM(rho)
     e = sv.eigsh(K, k, sigma=0.0, M=M)
@@ -132,12 +164,20 @@ def measure_fd(nx: int, k: int, step: float) -> dict:
 
 
 def _child(call: str, timeout: float) -> dict:
+    """``m.<call>`` in a fresh interpreter (its memory and its caches its own); a failure or a
+    timeout comes back as a row with ``skipped``."""
     return in_child("eig", call, {"row": call}, timeout)
 
 
 def format_rows(rows: list[dict]) -> str:
     """The eigensolve table, the gradient table (their columns are in ``legends.EIG``) and
-    what did not run."""
+    what did not run.
+
+    The eigensolve table has one line per method, its best wall time over the repeats (and
+    the best CPU time beside it), each against scipy's; the gradient table one line for the
+    linops row, with the values' agreement with scipy and the central differences' verdict;
+    then the differences' own numbers (both stencils) and the load average at the end.
+    """
     by = {}
     for r in rows:
         if "time_s" in r:

@@ -188,6 +188,9 @@ LSTSQ = """columns:
   cpu s         the best CPU time of those runs
   vs solve      time s / the QR solve's (target ≤ 1.3 for value + ∂A)
   cpu vs solve  cpu s / the QR solve's
+  ∂A s          the best run's pullback (and projection) part alone
+  in-run ratio  (its sv.solve part + its ∂A part) / its sv.solve part: the same ratio within
+                one run, free of the run-to-run spread of a loaded machine (target ≤ 1.3)
   fact.         factorizations per run (1: the pullback reuses the QR)
   cotangent     the type of ∂A and its rank
   cotangent MB  bytes of ∂A's factors (O(m + n))

@@ -41,6 +41,8 @@ def test_lstsq_rows_and_their_legend():
     assert all(r["factorizations"] == 1 for r in rows)
     assert rows[1]["cotangent"] == "LowRank rank 2"
     assert rows[1]["cotangent_bytes"] == 2 * (400 + 100) * 8
+    assert "grad_s" not in rows[0] and all(r["grad_s"] > 0 for r in rows[1:])
+    assert all(r["solve_s"] <= r["time_s"] for r in rows)
     cond = lstsq.measure_cond(1e10)
     ref = cond["reference"]
     assert abs(cond["QR (SuiteSparseQR)"] - ref) <= 1e-6 * abs(ref)
