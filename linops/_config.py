@@ -101,8 +101,11 @@ def _dependency_lines() -> list[str]:
     width = max([len(e) + 2 for e in groups] + [8])
     for extra, cells in groups.items():
         head = (f"[{extra}]" if extra else "required").ljust(width)
-        lines += textwrap.wrap(", ".join(cells), width=100, initial_indent=f"  {head}  ",
-                               subsequent_indent=" " * (width + 4), break_on_hyphens=False)
+        # a name and its version stay on one line: wrap at the commas only (no-break spaces)
+        cells = [c.replace(" ", "\u00a0") for c in cells]
+        lines += [line.replace("\u00a0", " ") for line in
+                  textwrap.wrap(", ".join(cells), width=100, initial_indent=f"  {head}  ",
+                                subsequent_indent=" " * (width + 4), break_on_hyphens=False)]
     return lines
 
 

@@ -41,8 +41,10 @@ Pardiso(posdef=)           Intel MKL PARDISO (optional: ``pip install "linops[pa
 QR()                       least squares (and square systems): SuiteSparseQR sparse
                            (``pip install "linops[qr]"``), LAPACK dense; min-norm for m < n
 LSMR(rtol=, solver=)       iterative least squares (scipy lsmr/lsqr), min-norm for any rank
+KLU(pivot_rtol=, ordering=)  SuiteSparse KLU, compiled in where SuiteSparse is installed
 PETSc(ksp_type=, pc_type=)  PETSc KSP + PC over MPI, with checked transposed solves (optional)
 cholmod_available()        whether sparse Cholesky (scikit-sparse) is installed
+native_available()         whether the compiled extension (KLU, native JAX solves) is built
 show_config()              the algorithm table, generated from the registry (what runs here)
 
 Preconditioners (``precond=`` of a Krylov method)
@@ -51,8 +53,8 @@ AMG(kind="sa" | "rs")      algebraic multigrid (pyamg; numpy only); also a solve
 ILU(drop_tol, fill_factor)  incomplete LU (numpy, cupy)
 Jacobi()                   diag(A)⁻¹ (every backend, lazy operators too)
 
-Log-determinants, selected inversion (issue 18)
------------------------------------------------
+Log-determinants, selected inversion, eigenvalues
+-------------------------------------------------
 cache.logdet() -> LogDet          (sign, log|det A|) from the cache's factors, no new one
 selected_inverse(cache)           SelectedInverse: A⁻¹ on the factor's filled pattern
 inverse(cache), Inverse           A⁻¹ / A⁻ᴴ lazily; lo.sample/project/diagonal by selected inversion
@@ -128,6 +130,8 @@ from ._engines.krylov import GMRES as GMRES
 from ._engines.krylov import MINRES as MINRES
 from ._engines.krylov import BiCGStab as BiCGStab
 from ._engines.pardiso import Pardiso as Pardiso
+from ._engines.klu import KLU as KLU
+from ._engines.klu import native_available as native_available
 from ._engines.petsc import PETSc as PETSc
 from ._engines.petsc import TransposeNotSupportedError as TransposeNotSupportedError
 from ._engines.precond import ILU as ILU
@@ -160,7 +164,7 @@ __all__ = [
     "LinearProblem", "init", "solve", "Solution", "LinearCache", "CacheStats", "Status",
     # algorithms
     "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
-    "Pardiso", "PETSc", "cholmod_available", "show_config",
+    "Pardiso", "PETSc", "cholmod_available", "show_config", "KLU", "native_available",
     # least squares
     "LeastSquares", "QR", "LSMR", "RankDeficientError",
     # preconditioners
@@ -169,7 +173,7 @@ __all__ = [
     "SolveError", "SingularMatrixError", "NotPositiveDefiniteError", "NotHermitianError",
     "NonFiniteInputError", "ConvergenceError", "StaleSolutionError", "HintWarning",
     "BackendNotSupported", "TransposeNotSupportedError",
-    # log-determinants, selected inversion, eigenvalues (issue 18)
+    # log-determinants, selected inversion, eigenvalues
     "LogDet", "SelectedInverse", "selected_inverse", "Inverse", "inverse",
     "eigsh", "buckling", "Eigenpairs", "logdet_estimate", "LogDetEstimate",
 ]

@@ -26,3 +26,6 @@ from ._registry import entry as entry
 from ._registry import entry_of as entry_of
 from ._registry import resolve as resolve
 from ._engines.petsc import transpose_support as transpose_support
+from ._engines.klu import KLUFactor as KLUFactor
+from ._engines.klu import native as native
+from ._engines.klu import native_available as native_available

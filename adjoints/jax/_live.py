@@ -74,6 +74,20 @@ class _HostThread:
 HOST = _HostThread()
 EAGER = "eager"
 
+# ----- hook of the native solves (adjoints.jax._native; empty where it is not built) -----------
+#: ``hook(key)`` for every released key, under the registry's lock (the native alias goes)
+RELEASE_HOOKS: list = []
+#: ``hook() -> {counter: increment}`` before the counters are read or reset (the solves that
+#: ran without Python, drained into the counters)
+COUNT_HOOKS: list = []
+
+
+def _drain_native() -> None:
+    """Fold the native solves' counts into the counters (call with the lock held)."""
+    for hook in COUNT_HOOKS:
+        for name, n in hook().items():
+            setattr(REGISTRY.stats, name, getattr(REGISTRY.stats, name) + n)
+
 
 @dataclass
 class Stats:
@@ -208,6 +222,8 @@ class _Registry:
                 e = self.entries.pop(int(k), None)
                 if e is not None:
                     dead.append(e)
+                    for hook in RELEASE_HOOKS:   # native solves: the key's alias goes now
+                        hook(int(k))
                     forget = getattr(e.owner, "forget", None)
                     if forget is not None:
                         forget(int(k))
@@ -259,6 +275,7 @@ REGISTRY = _Registry()
 def stats() -> Stats:
     """A snapshot of the counters (see :class:`Stats`)."""
     with REGISTRY.lock:
+        _drain_native()
         s = REGISTRY.stats
         return Stats(s.factorizations, s.symbolic_analyses, s.forward_solves,
                      s.transpose_solves, s.reuses, s.misses, len(REGISTRY.entries), s.peak_live)
@@ -267,6 +284,7 @@ def stats() -> Stats:
 def reset_stats() -> None:
     """Zero the counters (live factorizations are not touched; ``peak_live`` restarts)."""
     with REGISTRY.lock:
+        _drain_native()
         REGISTRY.stats = Stats(live=len(REGISTRY.entries), peak_live=len(REGISTRY.entries))
 
 

@@ -1,5 +1,5 @@
 """JAX: log-determinants, entries of the inverse and eigenpairs of sparse matrices under
-``grad``, ``jvp``, ``vmap`` and ``jit`` (issue 18).
+``grad``, ``jvp``, ``vmap`` and ``jit``.
 
 Each function is a ``jax.custom_jvp`` whose primal is one host computation through
 ``jax.pure_callback`` (``solvers.init``: one factorization) and whose tangent is written in jnp,

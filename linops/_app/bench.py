@@ -2,7 +2,8 @@
 in one run, each measurement in its own process; writes a table, JSON and a plot.
 
 ``python -m linops bench SECTION ...`` runs one of the longer sections instead (:data:`SECTIONS`:
-loop, scale, jax, petsc), each with its own ``--help``. Method names are typed as
+loop, scale, jax, petsc, logdet), each with its own ``--help``; ``--write-docs`` (every section
+has it) also writes the table into its region of ``docs/benchmarks.md`` (:mod:`.docs`). Method names are typed as
 ``sv.solve(prob, name)`` takes them, in any case, comma or space separated (:mod:`.names`);
 every table is followed by its column legend (:mod:`.legends`), in ``--help`` too.
 """
@@ -19,7 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from . import report
+from . import docs, report
 from .legends import legend
 from .methods import DEFAULT, METHODS, installed
 from .names import Names, pick, slug
@@ -108,6 +109,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-plot", action="store_true", help="do not draw bench.png")
     ap.add_argument("--timeout", type=float, default=120.0, metavar="S",
                     help="seconds per measurement (default 120)")
+    docs.add_option(ap)
     return ap
 
 
@@ -233,6 +235,7 @@ def bench(argv=None) -> list[dict]:
         ap.error(f"--timeout must be positive, got {args.timeout}")
     sizes = args.sizes or ([30, 60] if args.quick else list(DEFAULT_SIZES))
     _prepare_out(ap, args.out)
+    docs.check(ap, args.write_docs, "main")
     plot = not args.no_plot and installed("matplotlib")
     jobs = [(m, nx) for nx in sizes for m in args.methods]
     results, t0 = [], time.time()
@@ -268,4 +271,7 @@ def bench(argv=None) -> list[dict]:
         written.append("bench.png")
     note = "" if plot or args.no_plot else " (no plot: pip install \"linops[bench]\" for matplotlib)"
     print(f"results written to {args.out}/: {', '.join(written)}{note}")
+    if args.write_docs is not None:
+        docs.write(args.write_docs, "main", f"{body}\n\n{legend('main')}", meta["command"],
+                   meta["seconds"])
     return results

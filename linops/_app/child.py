@@ -53,7 +53,7 @@ def hwm() -> int:
 
 
 def in_child(module: str, call: str, row: dict, timeout: float, *,
-             threads: int | None = None, keep: int = 160) -> dict:
+             threads: int | None = None, keep: int = 160, python: str | None = None) -> dict:
     """``linops._app.<module>.<call>`` evaluated in a fresh interpreter (warnings silenced
     there); its JSON-able result, or ``row`` with ``skipped`` saying what went wrong.
 
@@ -61,7 +61,9 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     as one JSON line starting with ``@@``. A child past ``timeout`` seconds is killed
     ("timed out after … s"); one that fails leaves the last line of its stderr (``keep``
     characters of it) in ``skipped`` and whole under ``error``. ``threads`` sets the
-    BLAS/OpenMP thread variables of the child (None: the environment's). Cost: one
+    BLAS/OpenMP thread variables of the child (None: the environment's); ``python`` the
+    interpreter to run it with (None: this one; e.g. a virtual environment that has a peer
+    package this one lacks — linops must be importable there too). Cost: one
     interpreter start with the imports (about a second) on top of the measurement.
 
     >>> in_child("child", "peak_rss() > 0", {"row": "x"}, 60)
@@ -74,8 +76,8 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     if threads:
         env.update({var: str(threads) for var in THREAD_VARS})
     try:
-        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           timeout=timeout, env=env)
+        p = subprocess.run([python or sys.executable, "-c", code], capture_output=True,
+                           text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {**row, "skipped": f"timed out after {timeout:.0f} s"}
     for line in p.stdout.splitlines():

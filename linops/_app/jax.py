@@ -15,7 +15,7 @@ Problem: f(θ) = aᵀK(θ)⁻¹b for the heat-conduction family ``lo.testing.poi
 * ``hvp jit``: Hessian-vector products ∇²f(θ)·v through the sparse solve (forward-over-reverse),
   one factorization each; reported as products per second.
 
-``--section loops`` (issue 20): the heat equation u_{t+1} = A⁻¹(u_t + f), A = I + Δt·K(θ),
+``--section loops``: the heat equation u_{t+1} = A⁻¹(u_t + f), A = I + Δt·K(θ),
 ``--steps`` implicit steps (default 50), loss ‖u_T − g‖², gradient w.r.t. θ and f:
 
 * ``heat numpy``: sv.init once, the forward loop, the reverse loop with solve_adjoint, ∂A kept
@@ -42,6 +42,7 @@ import argparse
 import sys
 import time
 
+from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
 from .report import markdown_table as table
 
@@ -157,7 +158,7 @@ def _hvp(fam, b, theta, a):
     return run, lambda r: {"factorizations": r[1].factorizations, "live_after": r[1].live}
 
 
-# ----- issue 20: loops, batches, peers ------------------------------------------------------------
+# ----- --section loops: time loops, batches, peers ----------------------------------------------
 DT = 0.05
 
 
@@ -513,15 +514,31 @@ def main(argv=None, out=None) -> list[dict]:
     ap.add_argument("--sizes", type=positive, nargs="+", default=[400, 800], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
-    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2), default=None)
-    ap.add_argument("--section", choices=["solve", "loops"], default="solve",
-                    help="solve: f = aᵀK(θ)⁻¹b (default); loops: issue 20's time loops, "
-                         "batches and JAX peers")
+    from . import jax_native  # the native section's module, loaded with its parser
+
+    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2) + jax_native.METHODS,
+                    default=None)
+    ap.add_argument("--section", choices=["solve", "loops", "native"], default="solve",
+                    help="solve: f = aᵀK(θ)⁻¹b (default); loops: time loops, "
+                         "batches and JAX peers; native: µs per implicit step of a lax.scan "
+                         "heat loop, the native KLU solves against the JAX peers (defaults "
+                         "there: --heat-sizes 16 32 100, --steps 1000)")
+    jax_native.add_arguments(ap)
     ap.add_argument("--steps", type=positive, default=STEPS, help="implicit steps (loops)")
     ap.add_argument("--heat-sizes", type=positive, nargs="+", default=[29, 400], metavar="NX",
                     help="loops: heat grids (n = nx²); default 29 400 (n = 841, 160 000)")
     ap.add_argument("--timeout", type=float, default=900.0)
+    docs.add_option(ap)
     args = ap.parse_args(argv)
+    docs.check(ap, args.write_docs, {"loops": "jax-loops", "native": "jax-native"}.get(
+        args.section, "jax"))
+    if args.section == "native":
+        given = argv if argv is not None else sys.argv[1:]
+        if not any(a.startswith("--heat-sizes") for a in given):
+            args.heat_sizes = [16, 32, 100]
+        if not any(a.startswith("--steps") for a in given):
+            args.steps = 1000
+        return jax_native.main(args, argv)
     if args.section == "loops":
         return _main_loops(args, argv)
     results = []
@@ -534,7 +551,7 @@ def main(argv=None, out=None) -> list[dict]:
     cols = ["n", "method", "time s", "first call s", "peak MB (warm)", "peak MB (first)",
             "factorizations", "ratio", "memory"]
     text = table(_rows(results), cols)
-    publish(args.out, "jax", text, results, argv)
+    publish(args.out, "jax", text, results, argv, args.write_docs)
     return results
 
 
@@ -582,7 +599,8 @@ def _main_loops(args, argv) -> list[dict]:
     from .legends import legend
     from .report import publish
 
-    publish(args.out, "jax-loops", table(rows, cols) + "\n\n" + legend("jax"), results, argv)
+    publish(args.out, "jax-loops", table(rows, cols) + "\n\n" + legend("jax"), results, argv,
+            args.write_docs, section="jax")
     return results
 
 

@@ -37,6 +37,7 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 
+from . import docs
 from .child import hwm, in_child, reset_peak, rss_now
 from .legends import legend
 from .names import Names
@@ -365,7 +366,9 @@ def main(argv=None) -> list[dict]:
                     help="seconds per measurement (default 900)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
                     help="folder for logdet.md and logdet.json (default bench-out/)")
+    docs.add_option(ap)
     args = ap.parse_args(argv)
+    docs.check(ap, args.write_docs, "logdet")
     rows = []
     for eng in args.engines:
         if eng == "pardiso":
@@ -382,7 +385,7 @@ def main(argv=None) -> list[dict]:
     if isinstance(exact, list):
         text = format_exactness(exact) + "\n\n" + text
         rows = rows + [{"row": "exactness", "cells": exact}]
-    publish(args.out, "logdet", text, rows, argv)
+    publish(args.out, "logdet", text, rows, argv, args.write_docs)
     return rows
 
 

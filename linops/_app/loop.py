@@ -45,6 +45,7 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 
+from . import docs
 from .legends import legend
 from .methods import slug_of
 from .names import Names
@@ -463,6 +464,7 @@ def parser() -> argparse.ArgumentParser:
                     help="BLAS/OpenMP/MKL threads per child (0: the environment's)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
                     help="folder for loop.md and loop.json (default bench-out/)")
+    docs.add_option(ap)
     return ap
 
 
@@ -488,10 +490,11 @@ def main(argv=None, out=None) -> list[dict]:
     if out is not None:
         ap.set_defaults(out=Path(out))
     args = ap.parse_args(argv)
+    docs.check(ap, args.write_docs, "loop")
     rows = run(args.sizes, args.steps, args.solvers, args.repeat, threads=args.threads or None,
                progress=lambda s: print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr,
                                         flush=True))
-    publish(args.out, "loop", format_rows(rows), rows, argv)
+    publish(args.out, "loop", format_rows(rows), rows, argv, args.write_docs)
     return rows
 
 

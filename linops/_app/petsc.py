@@ -68,6 +68,7 @@ from .bench import MAX_NX, _nx
 from .child import positive, reset_peak
 from .legends import legend
 from .names import Names
+from . import docs
 from .report import markdown_table, write_section
 
 METHODS = ("hand", "linops", "serial")
@@ -567,6 +568,7 @@ def parser() -> argparse.ArgumentParser:
                          "(default 1)")
     ap.add_argument("--timeout", type=float, default=1800.0, metavar="S",
                     help="seconds per launch with --ranks (default 1800)")
+    docs.add_option(ap)
     return ap
 
 
@@ -606,6 +608,7 @@ def _validate(ap, args) -> int:
         err = _can_write(args.out)
         if err:
             ap.error(err)
+    docs.check(ap, args.write_docs, "petsc")
     return size
 
 
@@ -665,7 +668,8 @@ def main(argv=None) -> list[dict]:
               f"{args.rtol:g}\n{text}\n{LEGEND}", flush=True)
         launch = f"mpirun -n {size} " if size > 1 else ""
         write_section(args.out, "petsc", f"{text}\n\n```\n{LEGEND}\n```", rows,
-                      f"{launch}python -m linops bench petsc {' '.join(argv)}".strip())
+                      f"{launch}python -m linops bench petsc {' '.join(argv)}".strip(),
+                      args.write_docs)
     return rows
 
 

@@ -3,7 +3,8 @@ time/memory plot of the main table.
 
 Every section goes through :func:`publish` (or :func:`write_section`), which prints the table
 with its legend and writes ``<out>/<section>.md`` and ``.json`` with the date, the machine and
-the command that made them.
+the command that made them, and with ``--write-docs`` the table's region of the benchmarks
+page (:mod:`.docs`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .docs import write as write_docs
 from .legends import LEGENDS, legend
 
 COLUMNS = ["n", "method", "time s", "grad/fwd", "fact.", "peak MB", "gradient bytes"]
@@ -77,12 +79,14 @@ def figure(results: list[dict], meta: dict | None = None):
     ...          "peak_mb": m} for n, t, m in ((110, 0.01, 2.0), (420, 0.03, 5.0))]
     >>> rows.append({"method": "dense-jax", "label": "dense jax.grad", "n": 420,
     ...              "skipped": "needs 617 GB"})
-    >>> fig = figure(rows, {"date": "2026-12-01T10:00:00", "machine": "x86_64, 2 cores"})
+    >>> import datetime
+    >>> when = datetime.datetime.now().isoformat(timespec="seconds")
+    >>> fig = figure(rows, {"date": when, "machine": "x86_64, 2 cores"})
     >>> [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
     ['linops LU (SuperLU)', 'dense jax.grad (× could not run)']
     >>> sorted({t.get_text() for ax in fig.axes for t in ax.texts})
     ['needs 617 GB']
-    >>> "2026-12-01 10:00:00" in fig.get_suptitle() and "2 cores" in fig.get_suptitle()
+    >>> when.replace("T", " ") in fig.get_suptitle() and "2 cores" in fig.get_suptitle()
     True
     """
     import matplotlib
@@ -151,18 +155,22 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(out)
 
 
-def publish(out: Path, name: str, text: str, rows: list[dict], argv) -> None:
+def publish(out: Path, name: str, text: str, rows: list[dict], argv, docs: Path | None = None,
+            section: str | None = None) -> None:
     """Print a section's table with its column legend and write both (:func:`write_section`)
-    with the command that made them: ``python -m linops bench <name>`` and its arguments
-    (``argv``, or the process's own).
+    with the command that made them: ``python -m linops bench <section>`` (default ``name``)
+    and its arguments (``argv``, or the process's own).
 
     The legend is the section's entry of ``legends.LEGENDS`` (none for a section without
     one); a table that already ends with a legend of its own keeps it and gets no second one.
+    With ``docs`` (``--write-docs``), the same text also replaces region ``name`` of that page
+    (:func:`.docs.write`).
     """
     text = _with_legend(name, text)
     print(text)
     args = argv if argv is not None else sys.argv[3:]
-    write_section(out, name, text, rows, " ".join([f"python -m linops bench {name}", *args]))
+    command = " ".join([f"python -m linops bench {section or name}", *args])
+    write_section(out, name, text, rows, command, docs)
 
 
 def _with_legend(name: str, text: str) -> str:
@@ -172,11 +180,14 @@ def _with_legend(name: str, text: str) -> str:
     return f"{text}\n\n{legend(name)}"
 
 
-def write_section(out: Path, name: str, text: str, rows: list[dict], command: str) -> None:
+def write_section(out: Path, name: str, text: str, rows: list[dict], command: str,
+                  docs: Path | None = None) -> None:
     """``<out>/<name>.md`` (the table with when, where and how it was measured) and
-    ``<out>/<name>.json``; says where.
+    ``<out>/<name>.json``; says where. With ``docs``, also region ``name`` of that page
+    (:func:`.docs.write`; checked before the run by :func:`.docs.check`).
 
-    Cost: two small files; ``out`` is created when missing.
+    Cost: two small files (and one read and write of the page); ``out`` is created when
+    missing.
     """
     out.mkdir(parents=True, exist_ok=True)
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "command": command,
@@ -187,3 +198,5 @@ def write_section(out: Path, name: str, text: str, rows: list[dict], command: st
                                     f"(load average {meta['load_average']}).\n\n{text}\n")
     write_json(rows, out / f"{name}.json", meta)
     print(f"results written to {out}/: {name}.md, {name}.json")
+    if docs is not None:
+        write_docs(docs, name, text, command)

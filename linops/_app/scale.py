@@ -23,7 +23,7 @@ The family-build table times what a user does once before a loop, each in a fres
 elimination, int32 COO indices, ``csr_matrix``), against ``AffineSparse.from_elements`` (from
 the same connectivity) and ``AffineSparse.from_coo`` (from top88-style full triplets
 ``iK, jK, sK, param`` that the timed code builds too). Wall and CPU time, peak RSS.
-Targets (issue 19): family build ≤ 1.1 × the plain assembly at every size; value + θ-gradient
+Targets: family build ≤ 1.1 × the plain assembly at every size; value + θ-gradient
 at n = 10⁷ ≤ 60 s and ≤ 12 GB.
 """
 
@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from . import docs
 from .child import in_child, peak_rss, positive, rss_now
 from .legends import legend
 
@@ -475,7 +476,12 @@ def main(argv=None, out=None) -> list[dict]:
                     help="BLAS/OpenMP threads per child (default 1; 0: leave the environment)")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR",
                     help="folder for scale.md and scale.json (default bench-out/)")
+    docs.add_option(ap)
     args = ap.parse_args(argv)
+    if args.write_docs is not None and args.only is not None:
+        ap.error("--write-docs writes both tables into one region of the page: run without "
+                 "--only")
+    docs.check(ap, args.write_docs, "scale")
     def progress(s):
         print(f"[{time.strftime('%H:%M:%S')}] {s}", file=sys.stderr, flush=True)
 
@@ -491,7 +497,7 @@ def main(argv=None, out=None) -> list[dict]:
         rows += solves
         parts.append(format_rows(solves))
     text = "\n\n".join(parts)
-    publish(args.out, "scale", text, rows, argv)
+    publish(args.out, "scale", text, rows, argv, args.write_docs)
     return rows
 
 

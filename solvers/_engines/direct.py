@@ -77,14 +77,14 @@ class LU(Algorithm):
     solves reuse the factors (``trans='H'/'T'``). ``update`` with the same pattern refactorizes
     numerically in the column order found by the first factorization (COLAMD runs once).
 
+    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent.
+
     Parameters
     ----------
     pivot_rtol : float, optional
         A dense pivot below pivot_rtol·max|pivot|, or for SuperLU a reciprocal condition
         estimate below it (one extra solve), means singular. Default: 1e3·eps in double
         precision (≈2.2e-13), 1e2·eps in single (≈1.2e-5). 0 disables the check.
-
-    Cost: dense O(n³) once, O(n²·k) per solve; sparse: SuperLU fill-dependent.
 
     Raises
     ------

@@ -179,6 +179,10 @@ class Pardiso(Algorithm):
     ``solve`` / ``solve_adjoint`` / ``solve_transpose`` run phase 33 on the SAME factors
     (``iparm(12)``: A, Aᴴ, Aᵀ). ``cache.factor.phases`` counts the phases run on the handle.
 
+    Cost: fill-dependent factorization, O(nnz(L+U)) per solve; dtypes float32, float64,
+    complex64, complex128 (single precision factorizes in single). numpy arrays (and jax arrays,
+    through the host); other backends raise BackendNotSupported naming sv.LU().
+
     Parameters
     ----------
     posdef : bool, optional
@@ -190,10 +194,6 @@ class Pardiso(Algorithm):
         Singular when min|pivot| <= pivot_rtol·max|pivot| (PARDISO replaces tiny pivots by
         perturbed ones instead of failing; this check catches them). Default 1e3·eps in double
         precision, 1e2·eps in single; 0 disables it.
-
-    Cost: fill-dependent factorization, O(nnz(L+U)) per solve; dtypes float32, float64,
-    complex64, complex128 (single precision factorizes in single). numpy arrays (and jax arrays,
-    through the host); other backends raise BackendNotSupported naming sv.LU().
 
     Raises
     ------

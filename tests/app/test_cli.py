@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import linops as lo
 import solvers as sv
 from linops.__main__ import main
 from linops._app import bench as bench_mod
+from linops._app import docs as bench_docs
 from linops._app import loop, petsc
 from linops._app.legends import LEGENDS, explained, legend
 from linops._app.methods import DEFAULT, METHODS
@@ -158,7 +160,10 @@ def test_every_section_prints_and_writes_a_legend_for_each_column(section, tmp_p
     args, needs = SECTION_RUNS[section]
     if needs and not HAVE[needs]:
         pytest.skip(f"the {section} section needs {needs}")
-    p = run("bench", *args, "--out", str(tmp_path), timeout=600)
+    page = tmp_path / "benchmarks.md"
+    before = (pathlib.Path(ROOT) / "docs" / "benchmarks.md").read_text()
+    page.write_text(before)
+    p = run("bench", *args, "--out", str(tmp_path), "--write-docs", str(page), timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     text = legend(section)
     assert text in p.stdout                                   # printed under the table
@@ -166,6 +171,32 @@ def test_every_section_prints_and_writes_a_legend_for_each_column(section, tmp_p
     assert missing == [], f"{section}: columns without a legend entry: {missing}"
     md = (tmp_path / f"{'bench' if section == 'main' else section}.md").read_text()
     assert text in md                                         # and written beside it
+    # --write-docs: this section's region of the page now holds the run, nothing else changed
+    after = page.read_text()
+    start, end = bench_docs._span(after, section)
+    region = after[start:end]
+    assert region.startswith("Measured ") and "--write-docs" in region.split("\n", 1)[0]
+    assert f"```text\n{text}\n```" in region and "|---" in region
+    old_start, old_end = bench_docs._span(before, section)
+    assert after[:start] == before[:old_start] and after[end:] == before[old_end:]
+
+
+def test_write_docs_is_checked_before_anything_runs(tmp_path, capsys):
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# no regions here\n")
+    for argv, key in ((["bench", "--sizes", "3"], "main"), (["bench", "loop"], "loop"),
+                      (["bench", "jax", "--section", "loops"], "jax-loops")):
+        with pytest.raises(SystemExit) as e:
+            main([*argv, "--write-docs", str(page)])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert f"<!-- BEGIN bench {key}:" in err and f"<!-- END bench {key} -->" in err
+    with pytest.raises(SystemExit):
+        main(["bench", "scale", "--only", "build", "--write-docs", str(page)])
+    assert "run without --only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["bench", "--sizes", "3", "--write-docs", str(tmp_path / "missing.md")])
+    assert "missing.md" in capsys.readouterr().err
 
 
 def test_logdet_tables_are_explained_by_the_legend_under_them(tmp_path, capsys):

@@ -1,0 +1,206 @@
+"""Native lowering of ``host_solve_p``: a solve with an existing KLU factorization as an XLA FFI
+call, so that a step of ``lax.scan`` / ``fori_loop`` / ``while_loop`` never enters Python.
+
+Only the LOWERING of the solve primitive changes: its jvp, transpose and vmap rules, the
+factorize primitive, the live store (:mod:`adjoints.jax._live`) and its lifetime policy are the
+ones of :mod:`adjoints.jax._host`. The hook there (``_solve_lowering``) asks :func:`applies`
+and, when it says yes, emits :func:`lower_solve` instead of the Python callback.
+
+When it applies: the native extension ``solvers._native`` is built (against the XLA FFI API
+this jaxlib serves), the computation runs on the CPU, the algorithm is ``sv.KLU`` (the factors the FFI handler can solve with), and the
+solve sits inside a loop body or a branch of a compiled module whose factorization is NOT made
+inside a loop of that module (one made before the loop, or an ``adj.factorize`` passed in).
+Those are exactly the consumers whose reference counts the live store ignores (a site that
+factorizes straight but is consumed inside a loop keeps its factorization until its next run),
+so skipping the Python callback changes no lifetime. Straight-line solves (run once per call)
+and solves with a factorization made inside the loop keep the callback, whose reference counts
+free or recycle the factorization exactly as before.
+
+The handle is a value XLA passes: the int32 key of the live store. The native table maps keys
+to KLU factor handles (``solvers._native.alias``); the alias is made by the first call that
+meets the key (through the fallback below) and removed, under the live store's lock, when the
+store releases the key — the native factor itself is freed with its ``solvers.KLUFactor``, i.e.
+when the store drops the entry. A call the native side cannot answer exactly as the Python
+callback would — a key without a native factor (a miss, an expired ``adj.factorize``, key 0 of
+a failed factorization), a non-finite right-hand side or result — is answered by the Python
+callback's own function (``_solve_host``) through a ctypes fallback, with its counters, its
+refactorization on a miss and its named errors; nothing else enters Python.
+
+Counters: the native solves count in ``solvers._native`` (atomically) and are drained into
+``adjoints.jax.stats()`` whenever it is read or reset, so ``forward_solves`` and
+``transpose_solves`` count the same calls on both paths.
+
+>>> import jax, jax.numpy as jnp, scipy.sparse as sp, linops as lo, solvers as sv
+>>> import adjoints.jax as adj
+>>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
+>>> alg = sv.KLU() if available() else sv.LU()
+>>> F = adj.factorize(K, alg)
+>>> run = jax.jit(lambda u: jax.lax.scan(lambda u, _: (F.solve(u), None), u, None, length=3)[0])
+>>> run(jnp.array([1.0, 2.0])).tolist()          # three steps, no Python callback with KLU
+[0.015625, 0.03125]
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import itertools
+from functools import lru_cache
+
+import jax
+import numpy as np
+
+import solvers as sv
+from solvers.internals import KLUFactor, native, native_available
+
+from . import _live
+from ._errors import _ERRC, _message, qualified_name, record
+
+__all__ = ["ENABLED", "available", "applies", "lower_solve"]
+
+TARGET = "linops_klu_solve"
+#: switch for tests and comparisons: False lowers every solve to the Python callback (a module
+#: global, as ``HOST_MIN_NNZ`` is for the host products)
+ENABLED = True
+
+_FALLBACKS: dict = {}     # fallback id -> the Python callback's function for one solve site
+_IDS = itertools.count(1)
+_DTYPES = {4: np.int32, 11: np.float32, 12: np.float64, 15: np.complex64, 18: np.complex128}
+
+
+class _LxBuf(C.Structure):
+    """One buffer as the native handler hands it to the fallback (native/linops_native.cpp)."""
+
+    _fields_ = [("data", C.c_void_p), ("rank", C.c_int64), ("dims", C.POINTER(C.c_int64)),
+                ("dtype", C.c_int32)]
+
+
+def _view(buf: _LxBuf) -> np.ndarray:
+    """A numpy view of a buffer XLA owns (valid during the call only)."""
+    shape = tuple(buf.dims[i] for i in range(buf.rank))
+    dtype = np.dtype(_DTYPES[buf.dtype])
+    n = int(np.prod(shape)) if shape else 1
+    if n == 0 or not buf.data:
+        return np.zeros(shape, dtype)
+    raw = (C.c_char * (n * dtype.itemsize)).from_address(buf.data)
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def _alias(keys: np.ndarray) -> None:
+    """Alias every key whose live entry holds a KLU factor to that factor's native handle
+    (under the store's lock: a release cannot pass in between); later calls stay native."""
+    mod = native()
+    with _live.REGISTRY.lock:
+        for k in np.unique(keys):
+            e = _live.REGISTRY.entries.get(int(k))
+            f = getattr(getattr(e, "cache", None), "factor", None)
+            if isinstance(f, KLUFactor):
+                mod.alias(int(k), f.handle)
+
+
+def _fallback(fid, bufs, msg, cap, errc) -> int:
+    """The ctypes fallback: one call of the Python callback's function; 0, or 1 with the
+    error's message (``module.Exception: text``) and XLA error code written for the handler."""
+    try:
+        fn = _FALLBACKS.get(int(fid))
+        if fn is None:
+            raise RuntimeError("adjoints.jax native solve: its compiled module is gone")
+        keys, values, b, x = (_view(bufs[i]) for i in range(4))
+        _alias(keys)
+        x[...] = fn(keys.copy(), values, b)
+        return 0
+    except BaseException as exc:   # never into C: the message travels back instead
+        cls, text = _message(record(exc), None)
+        data = f"{qualified_name(cls)}: {text}".encode("utf-8", "replace")[:max(int(cap), 0)]
+        C.memmove(msg, data, len(data))
+        C.memset(msg + len(data), 0, 1)
+        errc[0] = _ERRC.get(cls.__name__, 9)
+        return 1
+
+
+_C_FALLBACK = C.CFUNCTYPE(C.c_int32, C.c_int64, C.POINTER(_LxBuf), C.c_void_p, C.c_int64,
+                          C.POINTER(C.c_int32))(_fallback)
+
+
+def _unalias(k: int) -> None:
+    native().unalias(int(k))
+
+
+#: FFI solve calls and fallbacks drained so far (diagnostics: what ran without Python)
+TOTALS = {"native_calls": 0, "fallbacks": 0}
+
+
+def _drain() -> dict:
+    """Native solve counts since the last drain (zeroed), for ``adjoints.jax.stats()``."""
+    got = native().drain_counts()
+    TOTALS["native_calls"] += got["native_calls"]
+    TOTALS["fallbacks"] += got["fallbacks"]
+    return {"forward_solves": got["forward_solves"], "transpose_solves": got["transpose_solves"]}
+
+
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """True when the native solve can be used here: ``solvers._native`` is built with its XLA
+    FFI handler (registered with XLA on the first call, with the fallback and the live store's
+    hooks).
+
+    Examples
+    --------
+    >>> available() in (True, False)
+    True
+    """
+    if not native_available():
+        return False
+    mod = native()
+    handlers = mod.ffi_handlers()
+    if TARGET not in handlers or not _same_ffi_api(mod.versions()["xla_ffi"]):
+        return False
+    jax.ffi.register_ffi_target(TARGET, handlers[TARGET], platform="cpu")
+    mod.set_fallback(C.cast(_C_FALLBACK, C.c_void_p).value)
+    _live.RELEASE_HOOKS.append(_unalias)
+    _live.COUNT_HOOKS.append(_drain)
+    return True
+
+
+def _same_ffi_api(built) -> bool:
+    """The handler was compiled against an XLA FFI API this jaxlib serves: the same major
+    version and a minor version no newer than jaxlib's own headers say (read from
+    ``jax.ffi.include_dir()``; where they cannot be read, the build's is trusted)."""
+    import re
+    from pathlib import Path
+
+    try:
+        text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_text()
+        major = int(re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text).group(1))
+        minor = int(re.search(r"#define XLA_FFI_API_MINOR (\d+)", text).group(1))
+    except (OSError, AttributeError, ValueError):
+        return True
+    return built[0] == major and built[1] <= minor
+
+
+def applies(ctx, spec, state, straight: bool) -> bool:
+    """Whether this consumer of ``state`` lowers to the FFI solve (see the module docstring)."""
+    return (ENABLED and not straight and isinstance(spec.alg, sv.KLU)
+            and (state.factorize_eqns == 0 or state.factorize_straight)
+            and tuple(ctx.module_context.platforms) == ("cpu",) and available())
+
+
+class _Ticket:
+    """Kept alive by the compiled module: its fallback goes with it."""
+
+    def __init__(self, fid: int):
+        self.fid = fid
+
+    def __del__(self):
+        _FALLBACKS.pop(self.fid, None)
+
+
+def lower_solve(ctx, keys, values, b, *, trans: str, nbatch: int, fallback):
+    """The FFI custom call ``linops_klu_solve(keys, values, b) -> x``; ``fallback(keys, values,
+    b)`` is the Python callback's function for this site, called only where the native side
+    cannot answer (see the module docstring)."""
+    fid = next(_IDS)
+    _FALLBACKS[fid] = fallback
+    ctx.module_context.add_keepalive(_Ticket(fid))
+    rule = jax.ffi.ffi_lowering(TARGET, has_side_effect=True)
+    return rule(ctx, keys, values, b, trans=np.int64(0 if trans == "N" else 1),
+                nbatch=np.int64(nbatch), fallback=np.int64(fid))

@@ -1,0 +1,784 @@
+// solvers._native: SuiteSparse KLU factorizations for solvers (sv.KLU) and XLA FFI handlers for
+// adjoints.jax, over one thread-safe table of factor objects.
+//
+// Python owns every object: analyze() and factor() return integer handles whose Python holders
+// (solvers/_engines/klu.py) free them with free_symbolic() / free_factor(). A numeric factor
+// holds its symbolic analysis (shared_ptr), so a symbolic handle may be freed while factors made
+// from it live. The XLA side never owns anything: adjoints.jax maps the int32 key of its live
+// store to a factor handle with alias(key, handle); the FFI solve looks the key up under the
+// table's lock, takes a shared reference for the duration of the call and solves; a key whose
+// factor is gone (or a non-finite right-hand side or result) goes to the Python fallback that
+// adjoints.jax registered (set_fallback), which answers exactly as the Python callback does.
+//
+// KLU factors A (CSC, built from the CSR pattern once per analysis) as P R^-1 A Q = L U + F.
+// One factor serves A x = b (klu_solve), A^T x = b (klu_tsolve) and A^H x = b (klu_z_tsolve
+// with conj_solve); a solve uses the factor's own workspace (Numeric->Xwork), so solves with
+// one factor are serialised by its mutex (solves with different factors run in parallel).
+// KLU computes in double precision; callers convert single precision.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <klu.h>
+
+#include <atomic>
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#ifdef LINOPS_WITH_XLA_FFI
+#include "xla/ffi/api/ffi.h"
+#endif
+
+namespace {
+
+// ----- objects and the table --------------------------------------------------------------------
+struct Symbolic {
+  int n = 0, nnz = 0;
+  std::vector<int> Ap, Ai;      // CSC of A
+  std::vector<int64_t> perm;    // CSC position of CSR entry k: csc[perm[k]] = csr[k]
+  klu_symbolic* sym = nullptr;
+  klu_common common;
+  ~Symbolic() {
+    if (sym) klu_free_symbolic(&sym, &common);
+  }
+};
+
+struct Factor {
+  std::shared_ptr<Symbolic> sym;
+  klu_numeric* num = nullptr;
+  bool cplx = false;
+  klu_common common;
+  std::mutex mutex;             // KLU solves write Numeric->Xwork and Common
+  ~Factor() {
+    if (num) {
+      if (cplx) klu_z_free_numeric(&num, &common);
+      else klu_free_numeric(&num, &common);
+    }
+  }
+};
+
+std::mutex g_lock;
+int64_t g_next = 1;
+std::unordered_map<int64_t, std::shared_ptr<Symbolic>> g_symbolic;
+std::unordered_map<int64_t, std::shared_ptr<Factor>> g_factor;
+std::unordered_map<int32_t, int64_t> g_alias;                 // live-store key -> factor handle
+std::unordered_map<int64_t, std::vector<int32_t>> g_aliases_of;
+std::atomic<int64_t> g_forward{0}, g_transpose{0}, g_fallbacks{0}, g_native_solves{0};
+
+std::shared_ptr<Factor> find_factor(int64_t id) {
+  std::lock_guard<std::mutex> g(g_lock);
+  auto it = g_factor.find(id);
+  return it == g_factor.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Factor> find_alias(int32_t key) {
+  std::lock_guard<std::mutex> g(g_lock);
+  auto a = g_alias.find(key);
+  if (a == g_alias.end()) return nullptr;
+  auto it = g_factor.find(a->second);
+  return it == g_factor.end() ? nullptr : it->second;
+}
+
+void klu_init(klu_common* c) {
+  klu_defaults(c);
+  c->halt_if_singular = 1;
+}
+
+// ----- solves on one factor (the GIL may be released) --------------------------------------------
+// X: n x k column-major, real (k columns) or complex interleaved; trans 0 N, 1 T, 2 H
+int solve_inplace(Factor& f, double* X, int k, int trans) {
+  std::lock_guard<std::mutex> g(f.mutex);
+  Symbolic& s = *f.sym;
+  int ok;
+  if (f.cplx) {
+    if (trans == 0) ok = klu_z_solve(s.sym, f.num, s.n, k, X, &f.common);
+    else ok = klu_z_tsolve(s.sym, f.num, s.n, k, X, trans == 2 ? 1 : 0, &f.common);
+  } else {
+    if (trans == 0) ok = klu_solve(s.sym, f.num, s.n, k, X, &f.common);
+    else ok = klu_tsolve(s.sym, f.num, s.n, k, X, &f.common);
+  }
+  return ok;
+}
+
+int permutation_parity(const int* p, int n) {
+  std::vector<char> seen(n, 0);
+  int cycles = 0;
+  for (int i = 0; i < n; ++i) {
+    if (seen[i]) continue;
+    ++cycles;
+    for (int j = i; !seen[j]; j = p[j]) seen[j] = 1;
+  }
+  return ((n - cycles) % 2) ? -1 : 1;
+}
+
+// ----- Python helpers ----------------------------------------------------------------------------
+struct View {
+  Py_buffer b;
+  bool held = false;
+  ~View() {
+    if (held) PyBuffer_Release(&b);
+  }
+};
+
+bool get_view(PyObject* obj, View& v, int flags, const char* what) {
+  if (PyObject_GetBuffer(obj, &v.b, flags | PyBUF_FORMAT) != 0) {
+    PyErr_Format(PyExc_TypeError, "%s: expected a contiguous buffer", what);
+    return false;
+  }
+  v.held = true;
+  return true;
+}
+
+// 0 real double, 1 complex double, -1 other
+int kind_of(const Py_buffer& b) {
+  const char* f = b.format ? b.format : "B";
+  if (*f == '<' || *f == '=' || *f == '@') ++f;
+  if (std::strcmp(f, "d") == 0 && b.itemsize == 8) return 0;
+  if (std::strcmp(f, "Zd") == 0 && b.itemsize == 16) return 1;
+  return -1;
+}
+
+bool is_int32(const Py_buffer& b) {
+  const char* f = b.format ? b.format : "B";
+  if (*f == '<' || *f == '=' || *f == '@') ++f;
+  return b.itemsize == 4 && (std::strcmp(f, "i") == 0 || std::strcmp(f, "l") == 0);
+}
+
+int64_t new_id() { return g_next++; }  // under g_lock
+
+PyObject* py_analyze(PyObject*, PyObject* args) {
+  int n, ordering;
+  PyObject *pptr, *pind;
+  if (!PyArg_ParseTuple(args, "iOOi", &n, &pptr, &pind, &ordering)) return nullptr;
+  View vp, vi;
+  if (!get_view(pptr, vp, PyBUF_C_CONTIGUOUS, "indptr") ||
+      !get_view(pind, vi, PyBUF_C_CONTIGUOUS, "indices"))
+    return nullptr;
+  if (!is_int32(vp.b) || !is_int32(vi.b)) {
+    PyErr_SetString(PyExc_TypeError, "indptr and indices must be int32");
+    return nullptr;
+  }
+  const int* ptr = static_cast<const int*>(vp.b.buf);
+  const int* ind = static_cast<const int*>(vi.b.buf);
+  if (n < 1 || vp.b.len / 4 != n + 1) {
+    PyErr_Format(PyExc_ValueError, "analyze: indptr of length %zd for n=%d", vp.b.len / 4, n);
+    return nullptr;
+  }
+  int nnz = ptr[n];
+  if (ptr[0] != 0 || nnz < 0 || vi.b.len / 4 != nnz) {
+    PyErr_Format(PyExc_ValueError, "analyze: indptr[n]=%d but %zd indices", nnz, vi.b.len / 4);
+    return nullptr;
+  }
+  auto s = std::make_shared<Symbolic>();
+  s->n = n;
+  s->nnz = nnz;
+  s->Ap.assign(n + 1, 0);
+  s->Ai.resize(nnz);
+  s->perm.resize(nnz);
+  for (int r = 0; r < n; ++r) {
+    if (ptr[r + 1] < ptr[r]) {
+      PyErr_Format(PyExc_ValueError, "analyze: indptr decreases at row %d", r);
+      return nullptr;
+    }
+    for (int k = ptr[r]; k < ptr[r + 1]; ++k) {
+      int c = ind[k];
+      if (c < 0 || c >= n) {
+        PyErr_Format(PyExc_ValueError, "analyze: column index %d out of range [0, %d)", c, n);
+        return nullptr;
+      }
+      s->Ap[c + 1]++;
+    }
+  }
+  for (int c = 0; c < n; ++c) s->Ap[c + 1] += s->Ap[c];
+  std::vector<int> next(s->Ap.begin(), s->Ap.end() - 1);
+  for (int r = 0; r < n; ++r)
+    for (int k = ptr[r]; k < ptr[r + 1]; ++k) {
+      int pos = next[ind[k]]++;
+      s->Ai[pos] = r;
+      s->perm[k] = pos;
+    }
+  klu_init(&s->common);
+  s->common.ordering = ordering;
+  Py_BEGIN_ALLOW_THREADS
+  s->sym = klu_analyze(n, s->Ap.data(), s->Ai.data(), &s->common);
+  Py_END_ALLOW_THREADS
+  if (!s->sym) {
+    PyErr_Format(PyExc_RuntimeError, "klu_analyze failed (KLU status %d)", s->common.status);
+    return nullptr;
+  }
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    id = new_id();
+    g_symbolic[id] = s;
+  }
+  return PyLong_FromLongLong(id);
+}
+
+PyObject* py_symbolic_info(PyObject*, PyObject* args) {
+  long long id;
+  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
+  std::shared_ptr<Symbolic> s;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_symbolic.find(id);
+    if (it != g_symbolic.end()) s = it->second;
+  }
+  if (!s) {
+    PyErr_Format(PyExc_KeyError, "no KLU symbolic analysis %lld", id);
+    return nullptr;
+  }
+  return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "n", s->n, "nnz", s->nnz, "nblocks",
+                       s->sym->nblocks, "maxblock", s->sym->maxblock, "structural_rank",
+                       s->sym->structural_rank);
+}
+
+PyObject* py_free_symbolic(PyObject*, PyObject* args) {
+  long long id;
+  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
+  std::shared_ptr<Symbolic> dead;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_symbolic.find(id);
+    if (it != g_symbolic.end()) {
+      dead = it->second;
+      g_symbolic.erase(it);
+    }
+  }
+  Py_BEGIN_ALLOW_THREADS
+  dead.reset();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* py_factor(PyObject*, PyObject* args) {
+  long long sid;
+  PyObject* pval;
+  if (!PyArg_ParseTuple(args, "LO", &sid, &pval)) return nullptr;
+  std::shared_ptr<Symbolic> s;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_symbolic.find(sid);
+    if (it != g_symbolic.end()) s = it->second;
+  }
+  if (!s) {
+    PyErr_Format(PyExc_KeyError, "no KLU symbolic analysis %lld", sid);
+    return nullptr;
+  }
+  View vv;
+  if (!get_view(pval, vv, PyBUF_C_CONTIGUOUS, "values")) return nullptr;
+  int kind = kind_of(vv.b);
+  if (kind < 0 || vv.b.len / vv.b.itemsize != s->nnz) {
+    PyErr_Format(PyExc_TypeError, "factor: values must be %d float64 or complex128 numbers",
+                 s->nnz);
+    return nullptr;
+  }
+  auto f = std::make_shared<Factor>();
+  f->sym = s;
+  f->cplx = kind == 1;
+  klu_init(&f->common);
+  int status = 0, rank = -1, col = -1;
+  Py_BEGIN_ALLOW_THREADS
+  const int w = f->cplx ? 2 : 1;
+  std::vector<double> Ax(static_cast<size_t>(s->nnz) * w);
+  const double* src = static_cast<const double*>(vv.b.buf);
+  for (int k = 0; k < s->nnz; ++k)
+    for (int c = 0; c < w; ++c) Ax[s->perm[k] * w + c] = src[k * w + c];
+  if (f->cplx) f->num = klu_z_factor(s->Ap.data(), s->Ai.data(), Ax.data(), s->sym, &f->common);
+  else f->num = klu_factor(s->Ap.data(), s->Ai.data(), Ax.data(), s->sym, &f->common);
+  status = f->common.status;
+  rank = f->common.numerical_rank;
+  col = f->common.singular_col;
+  Py_END_ALLOW_THREADS
+  if (!f->num) return Py_BuildValue("(Liii)", 0LL, status, rank, col);
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    id = new_id();
+    g_factor[id] = f;
+  }
+  return Py_BuildValue("(Liii)", (long long)id, status, rank, col);
+}
+
+PyObject* py_free_factor(PyObject*, PyObject* args) {
+  long long id;
+  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
+  std::shared_ptr<Factor> dead;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_factor.find(id);
+    if (it != g_factor.end()) {
+      dead = it->second;
+      g_factor.erase(it);
+    }
+    auto a = g_aliases_of.find(id);
+    if (a != g_aliases_of.end()) {
+      for (int32_t key : a->second) {
+        auto k = g_alias.find(key);
+        if (k != g_alias.end() && k->second == id) g_alias.erase(k);
+      }
+      g_aliases_of.erase(a);
+    }
+  }
+  Py_BEGIN_ALLOW_THREADS
+  dead.reset();   // a solve running now holds its own reference; the last one frees
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* py_solve(PyObject*, PyObject* args) {
+  long long id;
+  PyObject* px;
+  int trans;
+  if (!PyArg_ParseTuple(args, "LOi", &id, &px, &trans)) return nullptr;
+  auto f = find_factor(id);
+  if (!f) {
+    PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
+    return nullptr;
+  }
+  View vx;
+  if (!get_view(px, vx, PyBUF_F_CONTIGUOUS | PyBUF_WRITABLE, "X")) return nullptr;
+  int kind = kind_of(vx.b);
+  int n = f->sym->n;
+  Py_ssize_t count = vx.b.len / vx.b.itemsize;
+  if (kind != (f->cplx ? 1 : 0) || count % n != 0 || trans < 0 || trans > 2) {
+    PyErr_Format(PyExc_TypeError, "solve: X must be a writable Fortran-ordered %s array with "
+                 "%d rows", f->cplx ? "complex128" : "float64", n);
+    return nullptr;
+  }
+  int k = static_cast<int>(count / n);
+  int ok = 1;
+  if (k > 0) {
+    Py_BEGIN_ALLOW_THREADS
+    ok = solve_inplace(*f, static_cast<double*>(vx.b.buf), k, trans);
+    Py_END_ALLOW_THREADS
+  }
+  if (!ok) {
+    PyErr_Format(PyExc_RuntimeError, "klu_solve failed (KLU status %d)", f->common.status);
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_pivots(PyObject*, PyObject* args) {
+  long long id;
+  PyObject* po;
+  if (!PyArg_ParseTuple(args, "LO", &id, &po)) return nullptr;
+  auto f = find_factor(id);
+  if (!f) {
+    PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
+    return nullptr;
+  }
+  View vo;
+  if (!get_view(po, vo, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE, "out")) return nullptr;
+  int w = f->cplx ? 2 : 1;
+  if (kind_of(vo.b) != (f->cplx ? 1 : 0) || vo.b.len != (Py_ssize_t)f->sym->n * 8 * w) {
+    PyErr_SetString(PyExc_TypeError, "pivots: out must match the factor's n and kind");
+    return nullptr;
+  }
+  // the pivots of P A Q = (R L R^-1)(R U) before KLU's row scaling: R[k] U[k, k] with R[k] the
+  // scale factor of the k-th pivot row, so that the singularity rule sees A's own magnitudes
+  const double* d = static_cast<const double*>(f->num->Udiag);
+  double* out = static_cast<double*>(vo.b.buf);
+  for (int k = 0; k < f->sym->n; ++k) {
+    double r = f->num->Rs ? f->num->Rs[f->num->Pnum[k]] : 1.0;
+    for (int c = 0; c < w; ++c) out[k * w + c] = d[k * w + c] * r;
+  }
+  Py_RETURN_NONE;
+}
+
+// (sign real, sign imaginary, log|det A|): det A = prod(Rs) sign(P) sign(Q) prod(diag U)
+PyObject* py_logdet(PyObject*, PyObject* args) {
+  long long id;
+  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
+  auto f = find_factor(id);
+  if (!f) {
+    PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
+    return nullptr;
+  }
+  int n = f->sym->n;
+  double logabs = 0.0, phase = 0.0;
+  int sign = permutation_parity(f->num->Pnum, n) * permutation_parity(f->sym->sym->Q, n);
+  bool zero = false;
+  const double* d = static_cast<const double*>(f->num->Udiag);
+  for (int i = 0; i < n; ++i) {
+    if (f->cplx) {
+      double a = std::hypot(d[2 * i], d[2 * i + 1]);
+      if (a == 0) zero = true;
+      logabs += std::log(a);
+      phase += std::atan2(d[2 * i + 1], d[2 * i]);
+    } else {
+      double a = std::fabs(d[i]);
+      if (a == 0) zero = true;
+      logabs += std::log(a);
+      if (d[i] < 0) sign = -sign;
+    }
+    if (f->num->Rs) logabs += std::log(f->num->Rs[i]);
+  }
+  if (zero) return Py_BuildValue("(ddd)", 0.0, 0.0, -INFINITY);
+  if (f->cplx) return Py_BuildValue("(ddd)", sign * std::cos(phase), sign * std::sin(phase), logabs);
+  return Py_BuildValue("(ddd)", (double)sign, 0.0, logabs);
+}
+
+PyObject* py_factor_info(PyObject*, PyObject* args) {
+  long long id;
+  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
+  auto f = find_factor(id);
+  if (!f) {
+    PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
+    return nullptr;
+  }
+  return Py_BuildValue("{s:i,s:i,s:i,s:i,s:O}", "n", f->sym->n, "lnz", f->num->lnz, "unz",
+                       f->num->unz, "nblocks", f->num->nblocks, "complex",
+                       f->cplx ? Py_True : Py_False);
+}
+
+PyObject* py_alias(PyObject*, PyObject* args) {
+  int key;
+  long long id;
+  if (!PyArg_ParseTuple(args, "iL", &key, &id)) return nullptr;
+  std::lock_guard<std::mutex> g(g_lock);
+  if (g_factor.find(id) == g_factor.end()) {
+    PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
+    return nullptr;
+  }
+  auto old = g_alias.find(key);
+  if (old != g_alias.end()) {
+    auto& v = g_aliases_of[old->second];
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (*it == key) {
+        v.erase(it);
+        break;
+      }
+  }
+  g_alias[key] = id;
+  g_aliases_of[id].push_back(key);
+  Py_RETURN_NONE;
+}
+
+PyObject* py_unalias(PyObject*, PyObject* args) {
+  int key;
+  if (!PyArg_ParseTuple(args, "i", &key)) return nullptr;
+  std::lock_guard<std::mutex> g(g_lock);
+  auto a = g_alias.find(key);
+  if (a != g_alias.end()) {
+    auto& v = g_aliases_of[a->second];
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (*it == key) {
+        v.erase(it);
+        break;
+      }
+    if (v.empty()) g_aliases_of.erase(a->second);
+    g_alias.erase(a);
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* py_counts(PyObject*, PyObject*) {
+  size_t nf, ns, na;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    nf = g_factor.size();
+    ns = g_symbolic.size();
+    na = g_alias.size();
+  }
+  return Py_BuildValue("{s:n,s:n,s:n,s:L,s:L,s:L,s:L}", "factors", (Py_ssize_t)nf, "symbolic",
+                       (Py_ssize_t)ns, "aliases", (Py_ssize_t)na, "forward_solves",
+                       (long long)g_forward.load(), "transpose_solves",
+                       (long long)g_transpose.load(), "fallbacks", (long long)g_fallbacks.load(),
+                       "native_calls", (long long)g_native_solves.load());
+}
+
+// the counters since the last drain, zeroed in the same atomic step (no solve is lost)
+PyObject* py_drain_counts(PyObject*, PyObject*) {
+  long long f = g_forward.exchange(0), t = g_transpose.exchange(0);
+  long long b = g_fallbacks.exchange(0), c = g_native_solves.exchange(0);
+  return Py_BuildValue("{s:L,s:L,s:L,s:L}", "forward_solves", f, "transpose_solves", t,
+                       "fallbacks", b, "native_calls", c);
+}
+
+// ----- XLA FFI ------------------------------------------------------------------------------------
+// The fallback adjoints.jax registers: answers one call as the Python callback would (misses,
+// non-finite input, errors). bufs: keys, values, b, x.
+struct LxBuf {
+  void* data;
+  int64_t rank;
+  const int64_t* dims;
+  int32_t dtype;
+};
+typedef int32_t (*fallback_fn)(int64_t, const LxBuf*, char*, int64_t, int32_t*);
+std::atomic<fallback_fn> g_fallback{nullptr};
+
+PyObject* py_set_fallback(PyObject*, PyObject* args) {
+  unsigned long long addr;
+  if (!PyArg_ParseTuple(args, "K", &addr)) return nullptr;
+  g_fallback = reinterpret_cast<fallback_fn>(addr);
+  Py_RETURN_NONE;
+}
+
+#ifdef LINOPS_WITH_XLA_FFI
+namespace ffi = xla::ffi;
+
+template <typename T>
+bool all_finite(const T* p, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!std::isfinite(p[i])) return false;
+  return true;
+}
+
+bool finite_buffer(const ffi::AnyBuffer& b) {
+  size_t m = b.element_count();
+  switch (b.element_type()) {
+    case ffi::DataType::F32: return all_finite(static_cast<const float*>(b.untyped_data()), m);
+    case ffi::DataType::F64: return all_finite(static_cast<const double*>(b.untyped_data()), m);
+    case ffi::DataType::C64: return all_finite(static_cast<const float*>(b.untyped_data()), 2 * m);
+    case ffi::DataType::C128:
+      return all_finite(static_cast<const double*>(b.untyped_data()), 2 * m);
+    default: return false;
+  }
+}
+
+// element i (of a row-major buffer) as a complex double
+inline std::complex<double> load(const void* p, ffi::DataType t, size_t i) {
+  switch (t) {
+    case ffi::DataType::F32: return static_cast<const float*>(p)[i];
+    case ffi::DataType::F64: return static_cast<const double*>(p)[i];
+    case ffi::DataType::C64: {
+      const float* q = static_cast<const float*>(p) + 2 * i;
+      return {q[0], q[1]};
+    }
+    default: {
+      const double* q = static_cast<const double*>(p) + 2 * i;
+      return {q[0], q[1]};
+    }
+  }
+}
+
+inline void store(void* p, ffi::DataType t, size_t i, std::complex<double> v) {
+  switch (t) {
+    case ffi::DataType::F32: static_cast<float*>(p)[i] = static_cast<float>(v.real()); break;
+    case ffi::DataType::F64: static_cast<double*>(p)[i] = v.real(); break;
+    case ffi::DataType::C64: {
+      float* q = static_cast<float*>(p) + 2 * i;
+      q[0] = static_cast<float>(v.real());
+      q[1] = static_cast<float>(v.imag());
+      break;
+    }
+    default: {
+      double* q = static_cast<double*>(p) + 2 * i;
+      q[0] = v.real();
+      q[1] = v.imag();
+    }
+  }
+}
+
+bool is_complex(ffi::DataType t) { return t == ffi::DataType::C64 || t == ffi::DataType::C128; }
+
+ffi::Error call_fallback(int64_t fid, ffi::Buffer<ffi::S32>& keys, ffi::AnyBuffer& values,
+                         ffi::AnyBuffer& b, ffi::AnyBuffer x) {
+  g_fallbacks++;
+  fallback_fn fn = g_fallback.load();
+  if (!fn)
+    return ffi::Error(ffi::ErrorCode::kInternal,
+                      "adjoints.jax native solve: no Python fallback registered");
+  auto kd = keys.dimensions();
+  auto vd = values.dimensions();
+  auto bd = b.dimensions();
+  auto xd = x.dimensions();
+  LxBuf bufs[4] = {
+      {keys.untyped_data(), (int64_t)kd.size(), kd.begin(), (int32_t)ffi::DataType::S32},
+      {values.untyped_data(), (int64_t)vd.size(), vd.begin(), (int32_t)values.element_type()},
+      {b.untyped_data(), (int64_t)bd.size(), bd.begin(), (int32_t)b.element_type()},
+      {x.untyped_data(), (int64_t)xd.size(), xd.begin(), (int32_t)x.element_type()}};
+  std::vector<char> msg(8192, 0);
+  int32_t errc = 9;
+  int32_t st = fn(fid, bufs, msg.data(), (int64_t)msg.size() - 1, &errc);
+  if (st == 0) return ffi::Error::Success();
+  return ffi::Error(static_cast<ffi::ErrorCode>(errc), std::string(msg.data()));
+}
+
+// x = op(A)^-1 b for the factor each key names; the nbatch leading axes of keys, values and b
+// broadcast (size 1 or the batch size); right-hand sides that share a key are one KLU call
+ffi::Error KluSolveImpl(ffi::Buffer<ffi::S32> keys, ffi::AnyBuffer values, ffi::AnyBuffer b,
+                        ffi::Result<ffi::AnyBuffer> xres, int64_t trans, int64_t nbatch,
+                        int64_t fallback) {
+  ffi::AnyBuffer x = *xres;
+  auto kd = keys.dimensions();
+  auto bd = b.dimensions();
+  auto xd = x.dimensions();
+  const int nb = static_cast<int>(nbatch);
+  const ffi::DataType bt = b.element_type(), xt = x.element_type();
+  if ((int64_t)bd.size() <= nb || (int64_t)kd.size() != nb + 1 || (int64_t)xd.size() != (int64_t)bd.size())
+    return call_fallback(fallback, keys, values, b, x);
+  const int64_t n = bd[nb];
+  const int64_t k = (int64_t)bd.size() > nb + 1 ? bd[nb + 1] : 1;
+  const int64_t core = n * k;
+  const int32_t* kv = keys.typed_data();
+  // the common case, a step of a loop: one key, one real right-hand side column in double
+  // precision: solved in place in x, without a workspace
+  if (nb == 0 && k == 1 && bt == ffi::DataType::F64 && xt == ffi::DataType::F64) {
+    auto f = kv[0] ? find_alias(kv[0]) : nullptr;
+    if (!f || f->cplx || f->sym->n != n) return call_fallback(fallback, keys, values, b, x);
+    const double* bp = static_cast<const double*>(b.untyped_data());
+    double* xp = static_cast<double*>(x.untyped_data());
+    bool finite = true;
+    for (int64_t i = 0; i < n; ++i) {
+      finite &= std::isfinite(bp[i]);
+      xp[i] = bp[i];
+    }
+    if (!finite || !solve_inplace(*f, xp, 1, static_cast<int>(trans)) || !all_finite(xp, n))
+      return call_fallback(fallback, keys, values, b, x);
+    (trans == 0 ? g_forward : g_transpose)++;
+    g_native_solves++;
+    return ffi::Error::Success();
+  }
+  int64_t L = 1;
+  for (int a = 0; a < nb; ++a) L *= xd[a];
+  // the key and the right-hand side of every batch member (broadcast strides)
+  std::vector<int64_t> kidx(L), bidx(L);
+  {
+    std::vector<int64_t> ks(nb + 1, 1), bs(nb + 1, 1);
+    for (int a = nb - 1; a >= 0; --a) {
+      ks[a] = ks[a + 1] * kd[a];
+      bs[a] = bs[a + 1] * bd[a];
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      int64_t rem = l, ki = 0, bi = 0;
+      for (int a = nb - 1; a >= 0; --a) {
+        int64_t i = rem % xd[a];
+        rem /= xd[a];
+        if (kd[a] != 1) ki += i * ks[a + 1];
+        if (bd[a] != 1) bi += i * bs[a + 1];
+      }
+      kidx[l] = ki;
+      bidx[l] = bi;
+    }
+  }
+  std::map<int32_t, std::vector<int64_t>> groups;
+  for (int64_t l = 0; l < L; ++l) groups[kv[kidx[l]]].push_back(l);
+  std::vector<std::pair<std::shared_ptr<Factor>, const std::vector<int64_t>*>> work;
+  for (auto& g : groups) {
+    auto f = g.first ? find_alias(g.first) : nullptr;
+    if (!f || f->sym->n != n) return call_fallback(fallback, keys, values, b, x);
+    work.emplace_back(std::move(f), &g.second);
+  }
+  if (!finite_buffer(b)) return call_fallback(fallback, keys, values, b, x);
+  const void* bp = b.untyped_data();
+  void* xp = x.untyped_data();
+  const bool cb = is_complex(bt);
+  thread_local std::vector<double> W;
+  for (auto& item : work) {
+    Factor& f = *item.first;
+    const auto& members = *item.second;
+    const int64_t m = static_cast<int64_t>(members.size());
+    // columns: member-major, then b's columns; a real factor solves a complex b as (re, im)
+    const int64_t cols = m * k * ((cb && !f.cplx) ? 2 : 1);
+    const int w = f.cplx ? 2 : 1;
+    W.resize(static_cast<size_t>(n * cols * w));
+    for (int64_t mi = 0; mi < m; ++mi) {
+      const int64_t base = bidx[members[mi]] * core;
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t i = 0; i < n; ++i) {
+          std::complex<double> v = load(bp, bt, base + i * k + j);
+          if (f.cplx) {
+            double* q = &W[2 * (i + n * (mi * k + j))];
+            q[0] = v.real();
+            q[1] = v.imag();
+          } else if (cb) {
+            W[i + n * (2 * (mi * k + j))] = v.real();
+            W[i + n * (2 * (mi * k + j) + 1)] = v.imag();
+          } else {
+            W[i + n * (mi * k + j)] = v.real();
+          }
+        }
+    }
+    if (!solve_inplace(f, W.data(), static_cast<int>(cols), static_cast<int>(trans)))
+      return call_fallback(fallback, keys, values, b, x);
+    if (!all_finite(W.data(), W.size())) return call_fallback(fallback, keys, values, b, x);
+    for (int64_t mi = 0; mi < m; ++mi) {
+      const int64_t base = members[mi] * core;
+      for (int64_t j = 0; j < k; ++j)
+        for (int64_t i = 0; i < n; ++i) {
+          std::complex<double> v;
+          if (f.cplx) {
+            const double* q = &W[2 * (i + n * (mi * k + j))];
+            v = {q[0], q[1]};
+          } else if (cb) {
+            v = {W[i + n * (2 * (mi * k + j))], W[i + n * (2 * (mi * k + j) + 1)]};
+          } else {
+            v = W[i + n * (mi * k + j)];
+          }
+          store(xp, xt, base + i * k + j, v);
+        }
+    }
+    (trans == 0 ? g_forward : g_transpose)++;
+  }
+  g_native_solves++;
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(LinopsKluSolve, KluSolveImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("trans")
+                                  .Attr<int64_t>("nbatch")
+                                  .Attr<int64_t>("fallback"));
+#endif
+
+PyObject* py_ffi_handlers(PyObject*, PyObject*) {
+  PyObject* d = PyDict_New();
+#ifdef LINOPS_WITH_XLA_FFI
+  PyObject* cap = PyCapsule_New(reinterpret_cast<void*>(&LinopsKluSolve), nullptr, nullptr);
+  PyDict_SetItemString(d, "linops_klu_solve", cap);
+  Py_DECREF(cap);
+#endif
+  return d;
+}
+
+PyObject* py_versions(PyObject*, PyObject*) {
+#ifdef LINOPS_WITH_XLA_FFI
+  int ffi_major = XLA_FFI_API_MAJOR, ffi_minor = XLA_FFI_API_MINOR;
+#else
+  int ffi_major = -1, ffi_minor = -1;
+#endif
+  return Py_BuildValue("{s:(iii),s:(ii)}", "klu", KLU_MAIN_VERSION, KLU_SUB_VERSION,
+                       KLU_SUBSUB_VERSION, "xla_ffi", ffi_major, ffi_minor);
+}
+
+PyMethodDef methods[] = {
+    {"analyze", py_analyze, METH_VARARGS, "analyze(n, indptr, indices, ordering) -> handle"},
+    {"symbolic_info", py_symbolic_info, METH_VARARGS, "symbolic_info(handle) -> dict"},
+    {"free_symbolic", py_free_symbolic, METH_VARARGS, "free_symbolic(handle)"},
+    {"factor", py_factor, METH_VARARGS,
+     "factor(symbolic, values) -> (handle or 0, status, numerical_rank, singular_col)"},
+    {"free_factor", py_free_factor, METH_VARARGS, "free_factor(handle)"},
+    {"solve", py_solve, METH_VARARGS, "solve(handle, X, trans) in place (0 N, 1 T, 2 H)"},
+    {"pivots", py_pivots, METH_VARARGS, "pivots(handle, out): the pivots R[k] U[k, k] (unscaled)"},
+    {"logdet", py_logdet, METH_VARARGS, "logdet(handle) -> (sign.real, sign.imag, log|det|)"},
+    {"factor_info", py_factor_info, METH_VARARGS, "factor_info(handle) -> dict"},
+    {"alias", py_alias, METH_VARARGS, "alias(key, handle)"},
+    {"unalias", py_unalias, METH_VARARGS, "unalias(key)"},
+    {"counts", py_counts, METH_NOARGS, "counts() -> dict"},
+    {"drain_counts", py_drain_counts, METH_NOARGS, "drain_counts() -> the counters, zeroed"},
+    {"set_fallback", py_set_fallback, METH_VARARGS, "set_fallback(address)"},
+    {"ffi_handlers", py_ffi_handlers, METH_NOARGS, "ffi_handlers() -> {name: capsule}"},
+    {"versions", py_versions, METH_NOARGS, "versions() -> dict"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "solvers._native",
+                      "SuiteSparse KLU factors and XLA FFI handlers (see native/linops_native.cpp)",
+                      -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

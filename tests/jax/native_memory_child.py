@@ -1,0 +1,26 @@
+"""Child process of tests/jax/test_native.py: jax_memory_child's patterns with sv.KLU, whose
+solves inside loops run as XLA FFI calls; prints RSS growth and the native table's sizes.
+
+    python tests/jax/native_memory_child.py PATTERN CALLS
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.jax import jax_memory_child as child  # noqa: E402
+from adjoints.jax import _native  # noqa: E402
+from solvers.internals import native  # noqa: E402
+
+child.ALG = "klu"   # read at call time by every pattern of jax_memory_child
+
+if __name__ == "__main__":
+    r = child.main(sys.argv[1], int(sys.argv[2]))
+    c = native().counts()
+    r.update(native_factors=c["factors"], aliases=c["aliases"],
+             native_calls=_native.TOTALS["native_calls"] + c["native_calls"])
+    print("@@" + json.dumps(r))

@@ -1,0 +1,297 @@
+"""The native lowering of the JAX solves (adjoints.jax._native): a KLU solve inside a loop runs
+as an XLA FFI call into solvers._native, with the Python callback's function as its fallback.
+
+Every transform is checked through loops (scan, fori_loop, a cond inside a scan) against the
+callback path with the SAME factors (``_native.ENABLED = False``: equal to the last bit) and
+against dense ``jnp.linalg.solve`` autodiff (~1e-12 in float64), real and complex; the native
+counters prove the FFI path ran (and the callback path did not); one factorization per call;
+misses, expired factorizations and non-finite right-hand sides go through the fallback with
+the callback's counters and named errors. x64 off runs in a fresh interpreter
+(tests/jax/x64off_native.py), lifetimes by RSS in subprocesses (tests/jax/native_memory_child.py),
+and the fallback where the extension is absent in a subprocess whose import of it fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import linops as lo
+import solvers as sv
+import adjoints.jax as adj
+from adjoints.jax import _native
+from tests._cases.jax_cases import (battery, battery_inputs, compare, make_b, make_case, rhs,
+                                    rtol_for)
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+pytestmark = pytest.mark.skipif(not _native.available(),
+                                reason="solvers._native is not built (no SuiteSparse/compiler "
+                                       "when linops was installed): the native JAX path is off")
+T = 3
+WHICH = ("value_and_grad", "jvp", "hessian", "vmap_grad", "vmap_jvp", "vmap_matrices",
+         "linear_transpose")
+
+
+def native_calls() -> int:
+    """FFI solve calls since the last drain (reads without draining)."""
+    from solvers.internals import native
+
+    return native().counts()["native_calls"]
+
+
+def drain() -> None:
+    adj.reset_stats()   # drains the native counters into (and then resets) adj.stats()
+
+
+def loop_solve(case, form: str, dense: bool = False):
+    """(params, b) ↦ u_T of u_{t+1} = A⁻¹(u_t + b) (cond: A⁻¹ and A⁻ᵀ alternately), T steps,
+    with A factorized once outside the loop (``adj.factorize``) or its dense jnp reference."""
+    def solver(p):
+        if dense:
+            a = case.dense(p)
+            return (lambda r: jnp.linalg.solve(a, r)), (lambda r: jnp.linalg.solve(a.T, r))
+        F = adj.factorize(case.build(p), case.alg)
+        return F.solve, F.solve_transpose
+
+    def run(p, b):
+        solve, tsolve = solver(p)
+        if form == "scan":
+            return jax.lax.scan(lambda u, _: (solve(u + b), None), b, None, length=T)[0]
+        if form == "fori":
+            return jax.lax.fori_loop(0, T, lambda i, u: solve(u + b), b)
+        if form == "cond":
+            def step(u, i):
+                return jax.lax.cond(i % 2 == 0, lambda v: solve(v + b),
+                                    lambda v: tsolve(v) + 0.5 * b, u), None
+            return jax.lax.scan(step, b, jnp.arange(T))[0]
+        if form == "solve-in-body":   # adj.solve with a matrix built outside the loop
+            A = case.build(p)
+            return jax.lax.scan(lambda u, _: (adj.solve(A, u + b, case.alg), None), b, None,
+                                length=T)[0]
+        raise ValueError(form)
+    return run
+
+
+def klu_case(dtype):
+    return dataclasses.replace(make_case("sparse-LU", dtype), alg=sv.KLU())
+
+
+def run_battery(case, form, which=WHICH, dense=False):
+    """The transforms through the loop, compiled without backend optimisations (tiny problems:
+    compile time dominates)."""
+    args = battery_inputs(case)
+    fn = jax.jit(lambda *a: battery(case, loop_solve(case, form, dense), *a, which=which))
+    compiled = fn.lower(*args).compile(compiler_options={"xla_backend_optimization_level": 0})
+    return jax.tree.map(np.asarray, compiled(*args))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
+@pytest.mark.parametrize("form", ["scan", "fori", "cond", "solve-in-body"])
+def test_native_equals_the_callback_path_and_dense_autodiff(form, dtype):
+    case = klu_case(dtype)
+    drain()
+    got = run_battery(case, form)
+    assert native_calls() > 0, "the FFI solve did not run"
+    _native.ENABLED = False
+    try:
+        drain()
+        callback = run_battery(case, form)
+        assert native_calls() == 0, "ENABLED=False must keep the Python callback"
+    finally:
+        _native.ENABLED = True
+    for key in WHICH:   # the same KLU factors, the same arithmetic: bit for bit
+        for a, b in zip(jax.tree.leaves(got[key]), jax.tree.leaves(callback[key])):
+            np.testing.assert_array_equal(a, b, err_msg=f"{form} {key}")
+    compare(got, run_battery(case, form, dense=True), rtol_for(dtype),
+            f"{form}/{np.dtype(dtype).name}")
+
+
+def test_one_factorization_and_every_step_counted():
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    f = jax.jit(jax.value_and_grad(lambda p, q: jnp.sum(loop_solve(case, "scan")(
+        p, make_b(q, case.dtype)) ** 2), (0, 1)))
+    for i in range(2):   # the second call: compiled, a new matrix aliased afresh
+        drain()
+        jax.block_until_ready(f(tuple(x * (1 + 0.1 * i) for x in p), q))
+        calls = native_calls()
+        s = adj.stats()
+        assert s.factorizations == 1 and s.misses == 0, s
+        assert s.forward_solves == T and s.transpose_solves == T, s
+        assert calls == 2 * T - 1, calls    # the first step aliases the key (its fallback)
+
+
+def test_second_order_matches_finite_differences():
+    from jax.test_util import check_grads
+
+    case = klu_case(np.complex128)
+    f = jax.jit(lambda p0, p1, q0: jnp.sum(jnp.abs(loop_solve(case, "scan")(
+        (p0, p1), make_b((q0, q0 * 0.5), case.dtype))) ** 2))
+    q = rhs(case)[0]
+    check_grads(f, (*case.params, q), order=2, modes=("fwd", "rev"), eps=1e-5, atol=1e-7,
+                rtol=1e-7)
+
+
+def test_vmap_over_a_batch_of_factorizations_solves_natively():
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    scale = jnp.asarray([1.0, 1.1, 1.3])
+    P = tuple(jnp.stack([x * s for s in scale]) for x in p)
+
+    def f(p):
+        return loop_solve(case, "scan")(p, make_b(q, case.dtype))
+
+    drain()
+    got = jax.jit(jax.vmap(f))(P)
+    assert native_calls() > 0
+    s = adj.stats()
+    assert s.factorizations == 3 and s.symbolic_analyses == 1, s
+    want = jax.vmap(loop_solve(case, "scan", dense=True), (0, None))(P, make_b(q, case.dtype))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_nonfinite_rhs_in_a_loop_fails_with_the_named_error():
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    b = make_b(q, case.dtype).at[2].set(jnp.nan)
+    with pytest.raises(Exception) as e:
+        jax.block_until_ready(jax.jit(loop_solve(case, "scan"))(p, b))
+    first = str(e.value).strip().splitlines()[0]
+    assert "solvers.NonFiniteInputError" in first and "nan" in first.lower(), first
+
+
+def test_an_expired_factorization_is_refused_inside_a_loop():
+    K = lo.Sparse.from_scipy(sp.csr_array(np.array([[2.0, 1.0], [0.0, 4.0]])))
+    make = jax.jit(lambda v: adj.factorize(lo.Sparse(v, K.pattern), sv.KLU()))
+    v = jnp.asarray(K.values)
+    F = make(v)
+    loop = jax.jit(lambda F, u: jax.lax.scan(lambda u, _: (F.solve(u), None), u, None,
+                                             length=2)[0])
+    np.testing.assert_allclose(loop(F, jnp.ones(2)), [0.15625, 0.0625])   # still alive
+    _ = make(2 * v)                         # the jitted function ran again: F has expired
+    with pytest.raises(Exception) as e:
+        jax.block_until_ready(loop(F, jnp.ones(2)))
+    assert "ExpiredFactorizationError" in str(e.value).splitlines()[0], str(e.value)
+
+
+def test_grad_of_a_jitted_loop():
+    """jit inside grad: the backward pass is another module whose loop solves with the key of
+    the forward module's run (no factorize of its own: the native solve applies there too)."""
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    inner = jax.jit(lambda p, b: loop_solve(case, "scan")(p, b))
+    drain()
+    g = jax.grad(lambda p: jnp.sum(inner(p, make_b(q, case.dtype)) ** 2))(p)
+    want = jax.grad(lambda p: jnp.sum(loop_solve(case, "scan", dense=True)(
+        p, make_b(q, case.dtype)) ** 2))(p)
+    for a, b in zip(g, want):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
+def test_the_callback_stays_for_other_algorithms_and_straight_solves():
+    case = dataclasses.replace(make_case("sparse-LU", np.float64))
+    p, q = case.params, rhs(case)
+    drain()
+    jax.block_until_ready(jax.jit(loop_solve(case, "scan"))(p, make_b(q, case.dtype)))
+    assert native_calls() == 0                       # SuperLU: Python callback
+    kcase = klu_case(np.float64)
+    drain()
+    live = adj.stats().live
+    jax.block_until_ready(jax.jit(lambda p, b: adj.solve(kcase.build(p), b, sv.KLU()))(
+        p, make_b(q, kcase.dtype)))
+    assert native_calls() == 0                       # straight: exact references in Python
+    s = adj.stats()
+    assert s.factorizations == 1 and s.live == live  # ... which free it with its last solve
+
+
+def test_x64_off_suite_passes_in_a_fresh_interpreter():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_ENABLE_X64")}
+    env.update(JAX_ENABLE_X64="0", JAX_PLATFORMS=env.get("JAX_PLATFORMS", "cpu"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "pytest", "--noconftest", "-o", "python_files=x64off_*.py",
+           "-p", "no:cacheprovider", "-q", "-rA", str(HERE / "x64off_native.py")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-6000:]
+    m = re.search(r"(\d+) passed", out)
+    assert m and int(m.group(1)) >= 3, out[-3000:]
+    assert not re.search(r"\d+ (failed|skipped)", out), out[-3000:]
+
+
+MEMORY = ["factorize", "scan-unroll2", "fori_loop", "carried"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern", MEMORY)
+def test_rss_stays_flat_over_300_native_calls(pattern):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, str(HERE / "native_memory_child.py"), pattern, "300"],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("@@")]
+    assert p.returncode == 0 and lines, p.stderr[-3000:]
+    r = json.loads(lines[-1][2:])
+    assert r["native_calls"] > 0, r                     # the FFI path ran
+    assert r["grown_mb"] < 50, r                        # a leak of one factor per call: 300+ MB
+    assert r["misses"] == 0 and r["factorizations"] == 300, r
+    assert r["live"] <= 1 and r["native_factors"] <= 1 and r["aliases"] <= 1, r
+
+
+def test_without_the_extension_klu_is_refused_and_jax_keeps_the_callback(tmp_path):
+    code = textwrap.dedent("""
+        import sys, importlib.abc
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "solvers._native":
+                    raise ImportError("simulated: built without SuiteSparse")
+        sys.meta_path.insert(0, Block())
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp, numpy as np, scipy.sparse as sp
+        import linops as lo, solvers as sv, adjoints.jax as adj
+        from adjoints.jax import _native
+        assert not sv.native_available() and not _native.available()
+        K = lo.Sparse.from_scipy(sp.csr_array(np.array([[2.0, 1.0], [0.0, 4.0]])))
+        try:
+            sv.init(sv.LinearProblem(K), sv.KLU())
+        except sv.BackendNotSupported as e:
+            assert "libsuitesparse-dev" in str(e), e
+        else:
+            raise SystemExit("sv.KLU() ran without its extension")
+        assert "libsuitesparse-dev" in sv.show_config()
+        try:
+            adj.factorize(K, sv.KLU())
+        except sv.BackendNotSupported as e:
+            assert "libsuitesparse-dev" in str(e), e
+        else:
+            raise SystemExit("adj.factorize(K, sv.KLU()) ran without its extension")
+        F = adj.factorize(K, sv.LU())
+        run = jax.jit(jax.grad(lambda v: jax.lax.scan(
+            lambda u, _: (adj.solve(lo.Sparse(v, K.pattern), u), None), jnp.ones(2), None,
+            length=2)[0].sum()))
+        print("OK", run(jnp.asarray(K.values)).tolist())
+    """)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=tmp_path)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr[-3000:]
+
+
+def test_a_handler_built_for_another_ffi_api_is_not_used():
+    # the build's XLA FFI API against jaxlib's own: same major, minor no newer
+    assert _native._same_ffi_api((0, 0))
+    assert not _native._same_ffi_api((0, 999)) and not _native._same_ffi_api((99, 0))

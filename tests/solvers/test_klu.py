@@ -1,0 +1,117 @@
+"""sv.KLU (solvers._native) on the corpus of hard matrices, and its native objects' lifetimes.
+
+Every corpus matrix: a nonsingular one is solved with A, Aᵀ and Aᴴ against dense numpy and its
+log det against ``slogdet``; a singular one raises ``SingularMatrixError`` as SuperLU's does
+(the one rule of solvers/_engines/direct.py). The registry's conformance matrices run the
+generic cells; here: pivoting, cond 1e10, complex symmetric, single precision, n = 1, the
+kept symbolic analysis, and that dropping a cache frees its native factor.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import linops as lo
+import solvers as sv
+from tests._cases.corpus import CORPUS
+
+pytestmark = pytest.mark.skipif(not sv.native_available(),
+                                reason="solvers._native is not built (no SuiteSparse/compiler "
+                                       "when linops was installed)")
+MATRICES = [m for m in CORPUS.values() if m.n > 0]
+
+
+def _floor(m) -> float:
+    return 1e-5 if m.dtype in (np.float32, np.complex64) else 1e-13
+
+
+@pytest.mark.parametrize("m", MATRICES, ids=[m.name for m in MATRICES])
+def test_corpus(m):
+    """Singular exactly where SuperLU says so (the corpus's near-singular matrix too); else
+    every solve, and log det, within 20× SuperLU's own error against dense numpy (cond up to
+    1e12), or at the rounding floor."""
+    A = lo.Sparse.from_scipy(m.sparse())
+    try:
+        lu = sv.init(sv.LinearProblem(A), sv.LU())
+    except sv.SingularMatrixError:
+        lu = None
+    if lu is None:
+        with pytest.raises(sv.SingularMatrixError):
+            sv.init(sv.LinearProblem(A), sv.KLU())
+        return
+    cache = sv.init(sv.LinearProblem(A), sv.KLU())
+    D = m.a.astype(np.complex128)
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((m.n, 2)).astype(m.dtype)
+    if m.dtype.kind == "c":
+        b = (b + 1j * rng.standard_normal((m.n, 2))).astype(m.dtype)
+    for name, M in (("solve", D), ("solve_transpose", D.T), ("solve_adjoint", D.conj().T)):
+        want = np.linalg.solve(M, b)
+        x = np.asarray(getattr(cache, name)(b))
+        assert x.dtype == np.result_type(m.dtype, np.float32)
+        err = np.abs(x - want).max() / np.abs(want).max()
+        ref = np.abs(np.asarray(getattr(lu, name)(b)) - want).max() / np.abs(want).max()
+        assert err <= max(20 * ref, _floor(m)), (m.name, name, err, ref)
+    sign, logabs = np.linalg.slogdet(D)
+    got = cache.logdet()
+    single = m.dtype in (np.float32, np.complex64)
+    ref = abs(lu.logdet().logabsdet - logabs)       # SuperLU's, from its own factors
+    assert abs(got.logabsdet - logabs) <= max(20 * ref, (1e-4 if single else 1e-10) * max(
+        1.0, abs(logabs))), (got, logabs, ref)
+    assert abs(complex(got.sign) - sign) < 1e-6, (got.sign, sign)
+
+
+def test_a_zero_diagonal_is_pivoted_and_the_update_keeps_the_analysis():
+    a = np.array([[0.0, 2.0, 0.0, 1.0], [1.0, 0.0, 3.0, 0.0], [0.0, 1.0, 0.0, 2.0],
+                  [4.0, 0.0, 1.0, 0.0]])
+    S = sp.csr_array(a)
+    cache = sv.init(sv.LinearProblem(S), sv.KLU())
+    np.testing.assert_allclose(cache.solve(np.ones(4)), np.linalg.solve(a, np.ones(4)),
+                               rtol=1e-13)
+    cache.update(A=sp.csr_array(a * np.arange(1, 5)[:, None]))
+    s = cache.stats
+    assert (s.factorizations, s.numeric_refactorizations, s.symbolic_analyses) == (1, 1, 1)
+    np.testing.assert_allclose(cache.solve(np.ones(4)),
+                               np.linalg.solve(a * np.arange(1, 5)[:, None], np.ones(4)),
+                               rtol=1e-13)
+    assert cache.factor.symbolic.info()["structural_rank"] == 4
+
+
+def test_near_singular_is_refused_by_the_pivot_rule_and_allowed_by_pivot_rtol_0():
+    a = np.array([[1.0, 1.0], [1.0, 1.0 + 1e-14]])
+    with pytest.raises(sv.SingularMatrixError, match="pivot"):
+        sv.init(sv.LinearProblem(sp.csr_array(a)), sv.KLU())
+    x = sv.init(sv.LinearProblem(sp.csr_array(a)), sv.KLU(pivot_rtol=0)).solve(
+        np.array([2.0, 2.0]))
+    np.testing.assert_allclose(x, [2.0, 0.0], atol=1e-2)
+
+
+def test_bad_options_are_refused_at_construction():
+    with pytest.raises(ValueError, match="ordering"):
+        sv.KLU(ordering="metis")
+    with pytest.raises(ValueError, match="pivot_rtol"):
+        sv.KLU(pivot_rtol=-1.0)
+    with pytest.raises(sv.BackendNotSupported, match="sparse"):
+        sv.init(sv.LinearProblem(np.eye(3)), sv.KLU())
+
+
+def test_dropping_caches_frees_their_native_factors():
+    from solvers.internals import native
+
+    S = sp.random(200, 200, 0.02, random_state=3, format="csr") + sp.eye(200, format="csr") * 4
+    gc.collect()
+    before = native().counts()
+    caches = [sv.init(sv.LinearProblem(S * (1 + i)), sv.KLU()) for i in range(20)]
+    assert native().counts()["factors"] == before["factors"] + 20
+    for c in caches[:10]:
+        c.close()                                    # now, and idempotent
+        c.close()
+    assert native().counts()["factors"] == before["factors"] + 10
+    del caches, c
+    gc.collect()
+    after = native().counts()
+    assert after["factors"] == before["factors"] and after["symbolic"] == before["symbolic"]
