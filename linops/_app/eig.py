@@ -34,6 +34,7 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 
+from . import docs
 from .child import in_child, positive
 from .legends import legend
 from .report import markdown_table, publish
@@ -259,7 +260,9 @@ def main(argv=None) -> list[dict]:
                     help="seconds per measurement (default 1800)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
                     help="folder for eig.md and eig.json (default bench-out/)")
+    docs.add_option(ap)
     args = ap.parse_args(argv)
+    docs.check(ap, args.write_docs, "eig")
     if not args.step > 0:
         ap.error(f"--step must be positive, got {args.step}")
     rows = []
@@ -272,7 +275,7 @@ def main(argv=None) -> list[dict]:
         print(f"[{time.strftime('%H:%M:%S')}] central differences nx={args.nx}",
               file=sys.stderr)
         rows.append(_child(f"measure_fd({args.nx}, {args.k}, {args.step!r})", args.timeout))
-    publish(args.out, "eig", format_rows(rows), rows, argv)
+    publish(args.out, "eig", format_rows(rows), rows, argv, args.write_docs)
     return rows
 
 

@@ -199,7 +199,7 @@ LSTSQ = """columns:
   cond          cond(A) of the normal-equations comparison
   ∂f/∂t         the directional derivative of f = Σx along dA = A₁ (t: the step along A₁)
   rel. error    |∂f/∂t − reference| / |reference| (target ≤ 1e-6 for QR)
-  case          the shape of A in LinearSolve.jl #1309's case (tall, and the wide counterpart)
+  case          the shape of A in the square-rule case of LinearSolve.jl (tall, and the wide one)
   ∂A error      max |∂A − central differences| / max |central differences| over every entry"""
 
 JAX_NATIVE = """--section native:

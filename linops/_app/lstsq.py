@@ -15,9 +15,9 @@ Three tables and the targets they print:
   f = Σx along a random dA by QR, by the normal equations (Cholesky of AᵀA, and
   ``numpy.linalg.solve`` of AᵀA) and by the normal equations' own formula, against central
   differences in 50-digit arithmetic (mpmath) — target: QR to 1e-6;
-- LinearSolve.jl #1309 (reverse ∂A of a non-square solve, which applies the square rule
-  −λxᴴ): a tall 7×4 A and the wide 4×7 case, f = Σ A⁺b, ∂A against central differences — ours
-  and the square rule's error.
+- LinearSolve.jl's reverse ∂A of a non-square solve (it applies the square rule −λxᴴ): a
+  tall 7×4 A and the wide 4×7 case, f = Σ A⁺b, ∂A against central differences — ours and
+  the square rule's error.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 
+from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
 from .legends import legend
 from .report import markdown_table, publish
@@ -169,8 +170,8 @@ def measure_cond(cond: float = 1e10) -> dict:
     return out
 
 
-def measure_1309() -> dict:
-    """LinearSolve.jl #1309: ∂A of f = Σ A⁺b for a tall and a wide A, ours and the square
+def measure_square_rule() -> dict:
+    """LinearSolve.jl's square rule: ∂A of f = Σ A⁺b for a tall and a wide A, ours and the square
     rule −λxᴴ (λ = A⁺ᴴ1), against central differences on every entry.
 
     The issue: the reverse rules of LinearSolve.jl apply the square system's ∂A = −λxᴴ to a
@@ -180,11 +181,11 @@ def measure_1309() -> dict:
     Returns
     -------
     dict
-        ``row`` = ``'1309'`` and ``cases``: per shape the max relative error of ours and of
+        ``row`` = ``'square rule'`` and ``cases``: per shape the max relative error of ours and of
         the square rule.
     """
     rng = np.random.default_rng(9)
-    out = {"row": "1309", "cases": []}
+    out = {"row": "square rule", "cases": []}
     for m, n in ((7, 4), (4, 7)):
         a = rng.standard_normal((m, n))
         b = rng.standard_normal(m)
@@ -219,7 +220,7 @@ def format_rows(rows: list[dict]) -> str:
     time of any run beside it), each against the QR solve's, and that run's own split: the
     time of its ∂A part and (solve + ∂A)/solve within the run, which a loaded machine's
     run-to-run spread does not blur; the normal-equations table the
-    derivative by each method and its error against the 50-digit reference; the #1309 table
+    derivative by each method and its error against the 50-digit reference; the square-rule table
     the two ∂A errors per shape; the load average at the end.
     """
     out = []
@@ -263,15 +264,16 @@ def format_rows(rows: list[dict]) -> str:
         out.append(f"why not the normal equations: ∂(Σx)/∂t along a random dA at m = "
                    f"{cond['m']}, n = {cond['n']} (target: QR ≤ 1e-6)\n"
                    + markdown_table(cells, list(cells[0])))
-    ls = next((r for r in rows if r.get("row") == "1309" and "skipped" not in r), None)
+    ls = next((r for r in rows if r.get("row") == "square rule" and "skipped" not in r), None)
     if ls is not None:
         cells = []
         for c in ls["cases"]:
             cells.append({"case": c["shape"], "method": "linops (r λᴴ − (Aλ) xᴴ, + q pᴴ wide)",
                           "∂A error": f"{c['ours']:.1e}"})
-            cells.append({"case": c["shape"], "method": "the square rule −λxᴴ (#1309)",
+            cells.append({"case": c["shape"], "method": "the square rule −λxᴴ (LinearSolve.jl)",
                           "∂A error": f"{c['square rule']:.1e}"})
-        out.append("LinearSolve.jl #1309: ∂A of f = Σ A⁺b against central differences\n"
+        out.append("LinearSolve.jl's square rule for a non-square A: ∂A of f = Σ A⁺b "
+                   "against central differences\n"
                    + markdown_table(cells, list(cells[0])))
     for r in rows:
         if "skipped" in r:
@@ -305,7 +307,9 @@ def main(argv=None) -> list[dict]:
                     help="seconds per measurement (default 900)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), metavar="DIR",
                     help="folder for lstsq.md and lstsq.json (default bench-out/)")
+    docs.add_option(ap)
     args = ap.parse_args(argv)
+    docs.check(ap, args.write_docs, "lstsq")
     if args.m % args.n or args.m < args.n:
         ap.error(f"--m must be a multiple of --n (m ≥ n): got m={args.m}, n={args.n}")
     if not args.cond >= 1:
@@ -319,10 +323,10 @@ def main(argv=None) -> list[dict]:
             r = _child(f"measure({v!r}, {args.m}, {args.n}, {args.cond!r})", args.timeout)
             r.setdefault("variant", v)
             rows.append(r)
-    print(f"[{time.strftime('%H:%M:%S')}] normal equations, LinearSolve #1309", file=sys.stderr)
+    print(f"[{time.strftime('%H:%M:%S')}] normal equations, the square rule", file=sys.stderr)
     rows.append(_child("measure_cond(1e10)", args.timeout))
-    rows.append(_child("measure_1309()", args.timeout))
-    publish(args.out, "lstsq", format_rows(rows), rows, argv)
+    rows.append(_child("measure_square_rule()", args.timeout))
+    publish(args.out, "lstsq", format_rows(rows), rows, argv, args.write_docs)
     return rows
 
 

@@ -48,7 +48,7 @@ def test_lstsq_rows_and_their_legend():
     assert abs(cond["QR (SuiteSparseQR)"] - ref) <= 1e-6 * abs(ref)
     assert "fails" in str(cond["normal equations (Cholesky of AᵀA)"])
     assert abs(cond["normal equations (LU of AᵀA)"] - ref) >= 0.1 * abs(ref)
-    ls = lstsq.measure_1309()
+    ls = lstsq.measure_square_rule()
     assert [c["shape"] for c in ls["cases"]] == ["7×4", "4×7"]
     assert all(c["ours"] <= 1e-7 and c["square rule"] >= 0.1 for c in ls["cases"])
     text = lstsq.format_rows(rows + [cond, ls])
