@@ -232,8 +232,9 @@ def test_linearsolve_1309_nonsquare_dA():
         assert np.abs(naive - fd).max() >= 0.05 * np.abs(fd).max()
 
 
-@pytest.mark.parametrize("alg", _algs(), ids=["QR", "LSMR"])
-@pytest.mark.parametrize("shape", [(9, 4), (4, 9)], ids=["tall", "wide"])
+@pytest.mark.parametrize("alg,shape", [(sv.QR(), (9, 4)), (sv.QR(), (4, 9)),
+                                       (sv.LSMR(rtol=1e-14), (9, 4))],
+                         ids=["QR-tall", "QR-wide", "LSMR-tall"])
 def test_results_are_arrays_of_the_problem_backend(alg, shape):
     """A least-squares problem with jax arrays gets jax arrays back from every solve and from
     the pullback (the factorization runs on the host), with the numbers of the numpy path."""
