@@ -17,7 +17,7 @@ import numpy as np
 
 import linops as lo
 from linops.internals import ShapeError, seal, to_numpy
-from solvers import LinearCache
+from solvers import CG, LinearCache, LinearProblem, init, inverse
 
 
 def logdet_pullback(cache: LinearCache, cotangent=1.0) -> lo.LinearOperator:
@@ -67,8 +67,6 @@ def logdet_pullback(cache: LinearCache, cotangent=1.0) -> lo.LinearOperator:
     >>> cache.stats.solves, cache.stats.adjoint_solves, cache.stats.factorizations
     (0, 0, 1)
     """
-    from solvers import inverse
-
     G = inverse(cache, adjoint=True)
     return G if np.isscalar(cotangent) and cotangent == 1 else np.conj(cotangent) * G
 
@@ -199,8 +197,6 @@ def logdet_estimate_pullback(est, alg=None) -> EstimatedCotangent:
     >>> g
     EstimatedCotangent(n=50, probes=16; an estimate of A⁻ᴴ, not exact)
     """
-    from solvers import CG, LinearProblem, init
-
     cache = init(LinearProblem(est.A, hermitian=True, posdef=True),
                  alg if alg is not None else CG(rtol=1e-10))
     Z = np.asarray(est.probes)

@@ -322,6 +322,7 @@ def _algebra():
     The one upward import of the operator code (``tests/structure/test_layers.py`` allows it): the rules
     build Sum, Product, Scaled and LowRank, subclasses of this class whose modules import this
     one, so the base class asks for them when it first combines operators, not when it loads."""
+    # closes the cycle: _algebra's operators subclass LinearOperator
     from . import _algebra
 
     return _algebra

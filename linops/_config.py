@@ -39,7 +39,7 @@ def _declared() -> tuple[str, str, list[tuple[str, str]]]:
     tree = _source_tree()
     if tree is not None:
         try:
-            import tomllib
+            import tomllib  # Python 3.11+ only
         except ImportError:  # Python 3.10: no tomllib; the metadata path below may still work
             tomllib = None
         if tomllib is not None:
@@ -124,6 +124,7 @@ def _devices(name: str) -> str:
     if name != "cupy":
         return ""
     try:
+        # optional: cupy (the gpu extra)
         import cupy
 
         n = cupy.cuda.runtime.getDeviceCount()

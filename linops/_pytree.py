@@ -15,6 +15,7 @@ keeps this module below the operator base class.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import sys
 
 from ._backend import Backend, backend_of, is_array
@@ -45,6 +46,7 @@ def _set(obj, **kw) -> None:
 
 def ensure_jax_pytrees() -> None:
     """Register every operator class with jax.tree_util (idempotent; imports jax)."""
+    # optional: jax, imported only when a jax array is seen
     import jax
 
     for cls in _OPERATOR_CLASSES:
@@ -79,7 +81,6 @@ class _JaxImportHook:
     def find_spec(self, name, path=None, target=None):
         if name != "jax":
             return None
-        import importlib.util
 
         # leave sys.meta_path before asking the real finders, so that find_spec below does not
         # come back here; the hook fires once

@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import ctypes as C
 import itertools
+import re
 from functools import lru_cache
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -165,9 +167,6 @@ def _same_ffi_api(built) -> bool:
     """The handler was compiled against an XLA FFI API this jaxlib serves: the same major
     version and a minor version no newer than jaxlib's own headers say (read from
     ``jax.ffi.include_dir()``; where they cannot be read, the build's is trusted)."""
-    import re
-    from pathlib import Path
-
     try:
         text = (Path(jax.ffi.include_dir()) / "xla" / "ffi" / "api" / "c_api.h").read_text()
         major = int(re.search(r"#define XLA_FFI_API_MAJOR (\d+)", text).group(1))

@@ -33,9 +33,15 @@ import argparse
 import os
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+
+import linops as lo
 
 from .child import in_child
 from .report import markdown_table as table
+from .report import publish
 
 DT = 0.05
 METHODS = ["adj.factorize KLU", "adj.solve KLU", "adj.factorize Auto", "numpy path", "klujax",
@@ -45,10 +51,6 @@ PEERS = {"klujax": "klujax", "sparsax CHOLMOD": "sparsax", "splineax KLU": "spli
 def _heat(nx: int):
     """(fam, identity values, f, g, θ) of the heat problem at grid side ``nx`` (n = nx²): the
     same problem as the loops section's (seeded, so that every child builds the same one)."""
-    import numpy as np
-
-    import linops as lo
-
     fam, load = lo.testing.poisson_family(nx, nx - 1)
     P = fam.pattern
     eye = (P.rows == P.indices).astype(float)
@@ -59,10 +61,11 @@ def _heat(nx: int):
 def _jax():
     """(jax, jax.numpy) with x64 on: every row computes in float64, so that the gradients of
     all rows can be compared with the numpy path's to rounding."""
+    # jax only in the children of JAX rows, x64 set before its first array
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
+    import jax.numpy as jnp  # after the x64 switch
 
     return jax, jnp
 
@@ -71,9 +74,9 @@ def _linops(form: str, alg: str):
     """jit(value_and_grad) of the loop through adjoints.jax (``form``: factorize or solve)."""
     def build(nx, steps):
         jax, jnp = _jax()
-        import linops as lo
-        import solvers as sv
+        # linops' solvers only in the children of its own rows (a peer's child runs without them)
         import adjoints.jax as adj
+        import solvers as sv
 
         fam, eye, f, g, theta = _heat(nx)
         P = fam.pattern
@@ -106,9 +109,7 @@ def _numpy(nx, steps):
     """The numpy path: ``sv.init`` once (Auto: CHOLMOD for this SPD A), the forward loop, the
     reverse loop of ``solve_adjoint``, ∂A kept lazy as one ``lo.LowRank`` and contracted by
     ``fam.pullback`` once."""
-    import numpy as np
-
-    import linops as lo
+    # linops' solvers only in the children of its own rows (a peer's child runs without them)
     import solvers as sv
 
     fam, eye, f, g, theta = _heat(nx)
@@ -181,6 +182,7 @@ def _klujax(nx, steps):
     """klujax: ``analyze`` once per pattern (at build time), ``factor`` once per call,
     ``solve_with_numeric`` / ``tsolve_with_numeric`` per step (its factor-once API)."""
     jax, jnp = _jax()
+    # optional peers (the bench extra): imported only in the child measuring them
     import klujax
 
     P = _heat(nx)[0].pattern
@@ -196,7 +198,7 @@ def _sparsax(nx, steps):
     """sparsax: CHOLMOD ``factor`` of the upper triangle once per call, ``solve_factor`` per
     step (A = Aᵀ, so the transposed solve is the same solve)."""
     jax, jnp = _jax()
-    import numpy as np
+    # optional peers (the bench extra): imported only in the child measuring them
     import sparsax
 
     P = _heat(nx)[0].pattern
@@ -214,8 +216,9 @@ def _splineax(nx, steps):
     """splineax: lineax's ``linear_solve`` with splineax's ``KLU`` and a state made once per
     call (``solver.init``), so that every step and its transpose reuse one factorization."""
     jax, jnp = _jax()
-    from jax.experimental import sparse as jsp
+    # optional peers (the bench extra): imported only in the child measuring them
     import splineax
+    from jax.experimental import sparse as jsp
 
     fam, eye, f, g, theta = _heat(nx)
     P = fam.pattern
@@ -246,8 +249,6 @@ def _splineax(nx, steps):
 
 def _version(dist: str) -> str:
     """The installed version of a distribution, or "?" (the table says who ran each row)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(dist)
     except PackageNotFoundError:
@@ -263,8 +264,6 @@ _BUILD = {"adj.factorize KLU": _linops("factorize", "klu"),
 def run_one(method: str, nx: int, steps: int) -> dict:
     """One (method, nx, T) in this (child) process: best of 3 warm calls, CPU and wall time,
     and the θ-gradient (a list) for the comparison with the numpy path."""
-    import numpy as np
-
     if method in PEERS:
         try:
             __import__(PEERS[method])
@@ -313,10 +312,6 @@ def main(args, argv) -> list[dict]:
 def _report(results, args, argv, load) -> list[dict]:
     """The table from the measurements: marginal µs per step, the ratios to the best peer and
     to the numpy path, the gradient error, with the load average; published as jax-native."""
-    import numpy as np
-
-    from .report import publish
-
     per = {}
     for r in results:
         s, l = r["short"], r["long"]

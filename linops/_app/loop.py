@@ -35,22 +35,24 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spl
 
 import adjoints as ad
 import linops as lo
 import solvers as sv
 
 from . import docs
+from .child import in_child, peak_rss, positive, rss_now
 from .legends import legend
 from .methods import slug_of
 from .names import Names
 from .report import markdown_table, publish
-from .child import in_child, peak_rss, positive, rss_now
 
 SOLVERS = ("CHOLMOD", "SuperLU", "PARDISO", "CG+AMG", "Auto")
 VARIANTS = ("fresh (hand)", "symbolic reuse (hand)", "linops update")
@@ -183,6 +185,7 @@ def _hand_loop(solver: str, variant: str, fam, b, a, thetas) -> dict:
     reuse = variant == "symbolic reuse (hand)"
     info: dict = {"factorizations": 0, "numeric_refactorizations": 0}
     if solver == "CHOLMOD":
+        # optional: scikit-sparse (the cholmod extra)
         from sksparse import cholmod
 
         F = None
@@ -198,8 +201,6 @@ def _hand_loop(solver: str, variant: str, fam, b, a, thetas) -> dict:
             f, g = a @ u, gradient(u, lam)
         info["fill"] = int(F.L().nnz)
     elif solver == "SuperLU":
-        import scipy.sparse.linalg as spl
-
         order = None
         for theta in thetas:
             K = assemble(theta).tocsc()
@@ -220,9 +221,7 @@ def _hand_loop(solver: str, variant: str, fam, b, a, thetas) -> dict:
     elif solver == "PARDISO":
         f = _hand_pardiso(reuse, assemble, gradient, b, a, thetas, info)
     elif solver == "CG+AMG":
-        import pyamg
-        import scipy.sparse.linalg as spl
-
+        import pyamg  # only in this row's child: its peak RSS is measured
         aggs, its = None, []
         for theta in thetas:
             K = assemble(theta)
@@ -315,8 +314,6 @@ def run_one(solver: str, variant: str, nx: int, steps: int) -> dict:
     >>> abs(hand["value"] - ours["value"]) < 1e-12 * abs(ours["value"])
     True
     """
-    import warnings
-
     warnings.simplefilter("ignore")
     tiny = _problem(6, 2)
     fam, b, a, thetas = _problem(nx, steps)

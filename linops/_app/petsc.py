@@ -47,6 +47,7 @@ mem_ratio (against hand at the same n and ranks), load_avg.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import importlib.util
 import json
@@ -64,11 +65,11 @@ import adjoints as ad
 import linops as lo
 import solvers as sv
 
+from . import docs
 from .bench import MAX_NX, _nx
 from .child import positive, reset_peak
 from .legends import legend
 from .names import Names
-from . import docs
 from .report import markdown_table, write_section
 
 METHODS = ("hand", "linops", "serial")
@@ -159,6 +160,7 @@ def _build_hand(nx: int, comm, cfg) -> dict:
     (column 0 fixed), the preallocation counted per owned row (the 3×3 node neighbourhood,
     split into the diagonal and off-diagonal blocks) and the ghost map of the rank's element
     dofs. O(local cells + local rows)."""
+    # optional: petsc4py (the petsc extra)
     from petsc4py import PETSc
 
     p, r = comm.getSize(), comm.getRank()
@@ -189,6 +191,7 @@ def _run_hand(st, cfg, mpi) -> dict:
     """The timed hand-written path: MatSetValuesRCV of θₑKₑ into the preallocated AIJ, KSP cg +
     gamg through KSPSetFromOptions (prefix ``hand_``), two KSPSolve (K is symmetric), one
     VecScatter of u and λ to the rank's element dofs, θ̄ₑ = −λₑᵀKₑuₑ."""
+    # optional: petsc4py (the petsc extra)
     from petsc4py import PETSc
 
     theta, a, b, _ = st["data"]
@@ -292,13 +295,12 @@ def _release_and_reset_peak() -> bool:
     glibc's ``malloc_trim(0)`` (freed heap otherwise stays resident and the next method's peak
     would start above its own), then ``/proc/self/clear_refs`` ← 5, which sets VmHWM to the
     current RSS; the reset counts as done when the two agree to 1 MB."""
+    # optional: petsc4py (the petsc extra)
     from petsc4py import PETSc
 
     gc.collect()
     PETSc.garbage_cleanup()
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
@@ -412,6 +414,7 @@ def run_here(sizes, methods, cfg: dict, repeat: int = 1, progress=None) -> list[
     The spelling ``mpirun -n P python -m linops bench petsc``: all methods share these P
     processes, one after another. Collective; ``progress`` (a callable taking a line) is
     called on rank 0 only. Returns the rows (:func:`measure`), the same on every rank."""
+    # optional: petsc4py (the petsc extra)
     from petsc4py import PETSc
 
     comm = PETSc.COMM_WORLD
@@ -598,6 +601,7 @@ def _validate(ap, args) -> int:
             ap.error("--ranks needs mpirun on PATH (apt-get install openmpi-bin)")
         size = 1
     else:
+        # optional: petsc4py (the petsc extra)
         from petsc4py import PETSc
 
         size = PETSc.COMM_WORLD.getSize()
@@ -650,6 +654,7 @@ def main(argv=None) -> list[dict]:
                             progress)
         rank = 0
     else:
+        # optional: petsc4py (the petsc extra)
         from petsc4py import PETSc
 
         rank = PETSc.COMM_WORLD.getRank()

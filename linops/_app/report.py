@@ -89,9 +89,11 @@ def figure(results: list[dict], meta: dict | None = None):
     >>> when.replace("T", " ") in fig.get_suptitle() and "2 cores" in fig.get_suptitle()
     True
     """
+    # optional: matplotlib (the bench extra), its Agg backend chosen before pyplot
     import matplotlib
 
     matplotlib.use("Agg")
+    # optional: matplotlib (the bench extra)
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.6))
@@ -131,6 +133,7 @@ def figure(results: list[dict], meta: dict | None = None):
 
 def plot(results: list[dict], path: Path, meta: dict | None = None) -> None:
     """:func:`figure`, saved to ``path`` (PNG, 110 dpi) and closed."""
+    # optional: matplotlib (the bench extra)
     import matplotlib.pyplot as plt
 
     fig = figure(results, meta)

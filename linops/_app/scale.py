@@ -33,12 +33,20 @@ import argparse
 import os
 import sys
 import time
+import warnings
+from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
+
+import linops as lo
 
 from . import docs
 from .child import in_child, peak_rss, positive, rss_now
 from .legends import legend
+from .report import markdown_table as table
+from .report import publish
 
 RTOL = 1e-8
 
@@ -48,10 +56,6 @@ RTOL = 1e-8
 def nbytes(*objs) -> int:
     """Bytes held by numpy arrays, scipy sparse matrices, lo.Sparse / lo.Pattern (their cached
     index arrays included) and lists/tuples/dicts of those; shared arrays counted once."""
-    import scipy.sparse as sp
-
-    import linops as lo
-
     seen: set = set()
     total = 0
 
@@ -111,8 +115,8 @@ def _linops(nx: int, rtol: float) -> dict:
     """The linops path at nx, timed by part: the family (``poisson_family(nx,
     fixed="boundary")``), K(θ), ``sv.CG(precond=sv.AMG())`` setup, the solve, the adjoint solve
     (``ad.solve_pullback``), ``fam.pullback``; and the bytes of every structure it keeps."""
+    # only in the rows that use them: the scale child's RSS is measured
     import adjoints as ad
-    import linops as lo
     import solvers as sv
 
     t = {}
@@ -158,9 +162,8 @@ def _hand(nx: int, rtol: float) -> dict:
     """The hand-written numpy + scipy + pyamg script of the same problem, timed by the same
     parts: connectivity and COO indices, scipy's COO → CSR assembly, pyamg's smoothed aggregation
     with its defaults, two scipy CG solves, the element-wise gradient −λₑᵀKₑuₑ."""
+    # only in the rows that use them: the scale child's RSS is measured
     import pyamg
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spl
 
     t = {}
     t0 = time.perf_counter()
@@ -240,10 +243,6 @@ def _boundary_nodes(nx: int) -> np.ndarray:
 def build_plain(nx: int):
     """K by the plain numpy/scipy COO assembly (what ``_hand`` does before its solves):
     connectivity, Dirichlet elimination, int32 COO indices of the kept entries, csr_matrix."""
-    import scipy.sparse as sp
-
-    import linops as lo
-
     dofs = lo.testing.grid_dofs(nx, nx)
     Ke = lo.testing.q4_laplace_stiffness()
     N = (nx + 1) ** 2
@@ -263,8 +262,6 @@ def build_plain(nx: int):
 
 def build_from_elements(nx: int):
     """The family from the same connectivity: ``AffineSparse.from_elements``."""
-    import linops as lo
-
     dofs = lo.testing.grid_dofs(nx, nx)
     return lo.AffineSparse.from_elements(lo.testing.q4_laplace_stiffness(), dofs,
                                          (nx + 1) ** 2, fixed=_boundary_nodes(nx))
@@ -273,8 +270,6 @@ def build_from_elements(nx: int):
 def build_from_coo(nx: int):
     """The family from top88-style triplets over all dofs (built here, as a user would):
     ``AffineSparse.from_coo(iK, jK, sK, param, shape=N, fixed=...)``."""
-    import linops as lo
-
     dofs = lo.testing.grid_dofs(nx, nx).astype(np.int32)
     ne = dofs.shape[0]
     iK = np.repeat(dofs, 4, axis=1).ravel()
@@ -341,8 +336,6 @@ def run_builds(sizes, repeats: int = 2, timeout: float = 1200.0, progress=None,
 
 def format_builds(rows: list[dict]) -> str:
     """The family-build table (Markdown) from :func:`run_builds`' rows, with its note."""
-    from .report import markdown_table as table
-
     out = []
     for r in rows:
         if "skipped" in r:
@@ -368,8 +361,6 @@ def run_one(impl: str, nx: int, rtol: float = RTOL) -> dict:
     """One measurement in this (child) process: a warm-up at a tiny size (first-call costs
     excluded), then ``impl`` ('linops' or 'hand') at ``nx``: times by part, peak RSS over the
     state after the warm-up, the kept bytes per structure."""
-    import warnings
-
     warnings.simplefilter("ignore")
     import pyamg  # noqa: F401  (imports outside the measurement)
     import scipy.sparse.linalg  # noqa: F401
@@ -425,8 +416,6 @@ def run(sizes=(1001, 2001, 3164), rtol: float = RTOL, timeout: float = 1200.0,
 def format_rows(rows: list[dict]) -> str:
     """The value + gradient table (Markdown) from :func:`run`'s rows, with the kept-bytes
     breakdown below it."""
-    from .report import markdown_table as table
-
     out = []
     for r in rows:
         if "skipped" in r:
@@ -455,10 +444,6 @@ def format_rows(rows: list[dict]) -> str:
 
 def main(argv=None, out=None) -> list[dict]:
     """``python -m linops bench scale``: the scale rows, printed and written to ``--out``."""
-    from pathlib import Path
-
-    from .report import publish
-
     ap = argparse.ArgumentParser(prog="python -m linops bench scale",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  description=__doc__.split("\n\n")[0].replace("``", ""),

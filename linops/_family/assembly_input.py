@@ -12,6 +12,7 @@ entries of k dofs) from general ones, in O(N) and without N-sized temporaries, s
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._errors import ShapeError
 from .._operators.pattern import index_dtype
@@ -50,8 +51,6 @@ def check_elements(Ke, dofs, n):
 def check_coo(rows, cols, values, param, shape):
     """Flat (rows, cols, values, param) of checked lengths and dtypes, and n; a COOData is
     unpacked here. Index ranges are checked by the route that takes them."""
-    import scipy.sparse as sp
-
     if sp.issparse(rows) or isinstance(rows, Sparse):
         raise TypeError(f"from_coo takes triplets (rows, cols, values, param) or a scikit-fem "
                         f"COOData, got a sparse matrix ({type(rows).__name__}): for a family of "

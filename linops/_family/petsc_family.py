@@ -144,6 +144,7 @@ class PETScElementFamily:
         send_counts = np.diff(np.searchsorted(keys, ranges * nf)).astype(np.int64)
         recv_counts = np.asarray(mpi.alltoall(send_counts.tolist()), dtype=np.int64)
         recv = np.empty(int(recv_counts.sum()), dtype=np.int64)
+        # optional: mpi4py (the petsc extra)
         from mpi4py import MPI
 
         mpi.Alltoallv([keys, (send_counts, _offsets(send_counts)), MPI.INT64_T],

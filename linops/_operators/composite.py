@@ -279,6 +279,7 @@ def _(K: Scaled, G: LinearOperator):
 @low_rank_split.register
 def _(A: Sum):
     """(B, U, V) when exactly one term is low rank (two would need their sum's factors)."""
+    # import cycle: lowrank's operators are composites' terms
     from .lowrank import LowRank, RankOne
 
     low = [t for t in A.terms if isinstance(t, (LowRank, RankOne))]

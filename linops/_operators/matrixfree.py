@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, ClassVar
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator as Base
 
 from .._backend import namespace
 from .._base import LinearOperator, check_shape
@@ -95,8 +96,6 @@ class MatrixFree(LinearOperator):
         >>> F @ np.ones(2), lo.diagonal(F)
         (array([2., 3.]), array([2., 3.]))
         """
-        from scipy.sparse.linalg import LinearOperator as Base
-
         def pick(block: str, vec: str):
             own = getattr(type(L), f"_{block}") is not getattr(Base, f"_{block}")
             custom = getattr(L, f"_CustomLinearOperator__{block}_impl", None)

@@ -13,6 +13,7 @@ import hashlib
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._base import check_shape
 from .._errors import PatternError
@@ -407,8 +408,6 @@ class Pattern:
         array([[0., 1.],
                [0., 1.]])
         """
-        import scipy.sparse as sp
-
         data = np.ones(self.nnz) if values is None else values
         return sp.csr_array((data, self.indices.copy(), self.indptr.copy()), shape=self.shape)
 

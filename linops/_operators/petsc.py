@@ -30,6 +30,7 @@ class MatrixModifiedError(RuntimeError):
 
 def _petsc():
     try:
+        # optional: petsc4py (the petsc extra)
         from petsc4py import PETSc
     except ImportError:  # pragma: no cover - exercised only without petsc4py
         raise BackendNotSupported(

@@ -98,6 +98,12 @@ def test_the_notebooks_are_numbered_without_gaps():
     assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(1, len(NOTEBOOKS) + 1)]
 
 
+def test_every_notebook_is_described_in_the_docs():
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "notebooks.md").read_text()
+    missing = [p.name for p in NOTEBOOKS if f"notebooks/{p.name}" not in page]
+    assert missing == [], f"docs/notebooks.md does not describe {missing}"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_stored_notebook(path):
     nb = nbformat.read(path, as_version=4)
