@@ -28,7 +28,8 @@ import scipy.sparse.linalg as sla
 import linops as lo
 from linops.internals import ShapeError, csr_parts, dense_array, structure, to_numpy
 
-from ._checks import backend_of_problem, hermitian_tol, is_hermitian, precision
+from ._checks import (backend_of_problem, hermitian_defect, hermitian_tol, is_hermitian,
+                      precision)
 from ._errors import (BackendNotSupported, ConvergenceError, NotHermitianError,
                       NotPositiveDefiniteError, SingularMatrixError, Status)
 from ._problem import LinearProblem
@@ -296,8 +297,6 @@ def _require_hermitian(A: lo.LinearOperator, name: str = "A") -> None:
         return
     if structure(A) in ("sparse", "dense"):
         if not is_hermitian(A):
-            from ._checks import hermitian_defect  # noqa: PLC0415 (a name used only here)
-
             d, s, pos = hermitian_defect(A)
             raise NotHermitianError(f"eigsh needs a Hermitian {name}, but max|{name} − "
                                     f"{name}ᴴ| = {d:.3g} at {pos} (max|{name}| = {s:.3g}); for a "

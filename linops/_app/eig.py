@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse.linalg as sla
 
 import adjoints as ad
 import linops as lo
@@ -102,8 +103,6 @@ def measure(method: str, nx: int, k: int) -> dict:
     K, M = fK(th), fM(rho)
     row = {"method": method, "n": K.shape[0], "nnz": K.pattern.nnz, "k": k}
     if method == "scipy":
-        import scipy.sparse.linalg as sla  # noqa: PLC0415 (only this row)
-
         Ks, Ms = K.to_scipy().tocsc(), M.to_scipy().tocsc()
         (w, _), wall, cpu = _timed(lambda: sla.eigsh(Ks, k, Ms, sigma=0.0))
         row.update(time_s=wall, cpu_s=cpu, kind="SuperLU (scipy)", factorizations=1,

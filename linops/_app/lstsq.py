@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.linalg as sl
 import scipy.sparse as sp
 
 import adjoints as ad
@@ -134,8 +135,6 @@ def measure_cond(cond: float = 1e10) -> dict:
         import mpmath  # noqa: PLC0415 (optional dependency of the bench extra)
     except ImportError:
         return {"row": "cond", "skipped": 'needs mpmath: pip install "linops[bench]"'}
-    import scipy.linalg as sl  # noqa: PLC0415 (only this row)
-
     mpmath.mp.dps = 50
     rng = np.random.default_rng(3)
     m, n = 60, 20
