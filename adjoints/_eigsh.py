@@ -166,16 +166,21 @@ def eigsh_pullback(eig, values_bar=None, vectors_bar=None, *, degenerate: str = 
     groups = clusters(w, eig.beyond, eig.sigma, gap_tol)
     check_cotangents(groups, w, V, lb, Vb, degenerate, eig.beyond, k, "eigsh_pullback",
                      gap_tol, eig.sigma)
-    dtype = np.result_type(V.dtype, *(() if Vb is None else (Vb.dtype,)))
+    if Vb is None:   # eigenvalues only: the pairs with λ̄ᵢ ≠ 0, nothing of size n·k
+        act = np.flatnonzero(lb != 0)
+        Va = V[:, act]
+        U = Va * lb[act]
+        GK = _lowrank(U, Va)
+        return GK if M is None else EigshCotangent(GK, _lowrank(-(U * w[act]), Va))
+    dtype = np.result_type(V.dtype, Vb.dtype)
     U = np.zeros((n, k), dtype=dtype)           # K̄ = U Vᴴ
     H = np.zeros((k, k), dtype=dtype)           # the normalisation part of M̄: −½ V H Vᴴ
     if lb is not None:
         U += V * lb
-    if Vb is not None:
-        U += _vector_cotangents(eig, V, w, Vb, groups, rtol, maxiter)
-        for C in groups:
-            HC = V[:, C].conj().T @ Vb[:, C]
-            H[np.ix_(C, C)] = (HC + HC.conj().T) / 2
+    U += _vector_cotangents(eig, V, w, Vb, groups, rtol, maxiter)
+    for C in groups:
+        HC = V[:, C].conj().T @ Vb[:, C]
+        H[np.ix_(C, C)] = (HC + HC.conj().T) / 2
     GK = _lowrank(U, V)
     if M is None:
         return GK
@@ -244,9 +249,14 @@ def check_cotangents(groups, w, V, lb, Vb, degenerate, beyond, k, who, gap_tol,
 
 
 def _lowrank(U, V):
-    if U.shape[1] == 1:
-        return lo.RankOne(seal(U[:, 0].copy()), seal(V[:, 0].copy()))
-    return lo.LowRank(seal(U.copy()), seal(V.copy()))
+    """U Vᴴ without the columns U leaves zero (a cotangent on one eigenpair of k is rank one:
+    its projection onto a pattern is then one SDDMM column, not k); lo.Zero when U is zero."""
+    keep = np.flatnonzero(np.any(U != 0, axis=0))
+    if keep.size == 0:
+        return lo.Zero((U.shape[0], V.shape[0]))
+    if keep.size == 1:
+        return lo.RankOne(seal(U[:, keep[0]].copy()), seal(V[:, keep[0]].copy()))
+    return lo.LowRank(seal(U[:, keep]), seal(V[:, keep]))
 
 
 def _vector_cotangents(eig, V, w, Vb, groups, rtol, maxiter):

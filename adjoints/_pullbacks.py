@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import linops as lo
-from linops.internals import ShapeError, is_array, namespace, seal
+from linops.internals import ShapeError, is_array, namespace, seal, to_numpy
 from solvers import LinearCache, LinearProblem, RankDeficientError, Solution, StaleSolutionError
 
 
@@ -196,26 +196,28 @@ def lstsq_pullback(cache, x, b, xbar, rank_deficient: str = "raise") -> SolveCot
                                  "cache.solve(b) before pulling back")
     A = cache.A
     m, n = A.shape
+    xp = namespace(x, b)                                      # the problem's backend
     vec = x.ndim == 1
     X = x[:, None] if vec else x
     Xb = xbar[:, None] if vec else xbar
+    Xb = xp.asarray(Xb)
     B = b[:, None] if b.ndim == 1 else b
     Ainv = cache.as_operator()
     column = getattr(cache.factor, "column_rank", None)
     if column and hasattr(cache.factor, "gram_solve"):        # R only: λ = (AᴴA)⁻¹x̄, μ = Aλ
-        lam = np.asarray(cache.solve_gram(Xb))
-        mu = np.asarray(A @ lam)
+        lam = cache.solve_gram(Xb)
+        mu = A @ lam
     else:
-        mu = np.asarray(cache.solve_adjoint(Xb))              # A⁺ᴴ x̄
-        lam = np.asarray(Ainv @ mu)                           # A⁺A⁺ᴴ x̄
-    R = np.asarray(B) - np.asarray(A @ X)
-    Us, Vs = [R, -mu], [lam, np.asarray(X)]
+        mu = cache.solve_adjoint(Xb)                          # A⁺ᴴ x̄
+        lam = Ainv @ mu                                       # A⁺A⁺ᴴ x̄
+    R = B - A @ X
+    Us, Vs = [R, -mu], [lam, X]
     if column is None:                                        # QR knows; LSMR: look
         column = _full_column_rank(Ainv, A, Xb, m, n)
     if not column:
-        P = np.asarray(Xb) - np.asarray(Ainv @ np.asarray(A @ Xb))   # null-space part of x̄
-        Q = np.asarray(cache.solve_adjoint(np.asarray(X)))            # A⁺ᴴ x
-        if rank_deficient == "raise" and not _full_row_rank(cache, Ainv, A, m, n):
+        P = Xb - Ainv @ (A @ Xb)                              # null-space part of x̄
+        Q = cache.solve_adjoint(X)                            # A⁺ᴴ x
+        if rank_deficient == "raise" and not _full_row_rank(cache, Ainv, A, m, n, xp):
             raise RankDeficientError(
                 f"solve_pullback: A ({m}×{n}) has neither full column nor full row rank, so "
                 f"x = A⁺b is not differentiable there (a generic perturbation changes the rank "
@@ -224,8 +226,9 @@ def lstsq_pullback(cache, x, b, xbar, rank_deficient: str = "raise") -> SolveCot
                 f"perturbations")
         Us.append(Q)
         Vs.append(P)
-    U = seal(np.concatenate(Us, axis=1))
-    V = seal(np.concatenate(Vs, axis=1))
+    dtype = np.result_type(*(u.dtype for u in Us), *(v.dtype for v in Vs))
+    U = seal(xp.concatenate([xp.asarray(u).astype(dtype) for u in Us], axis=1))
+    V = seal(xp.concatenate([xp.asarray(v).astype(dtype) for v in Vs], axis=1))
     return SolveCotangent(lo.LowRank(U, V), seal(mu[:, 0] if vec else mu))
 
 
@@ -233,11 +236,12 @@ def _full_column_rank(Ainv, A, Xb, m, n) -> bool:
     """m ≥ n and x̄ has no part in A's null space (an iterative cache's evidence)."""
     if m < n:
         return False
-    P = np.asarray(Xb) - np.asarray(Ainv @ np.asarray(A @ Xb))
-    return bool(np.linalg.norm(P) <= 1e-6 * max(np.linalg.norm(Xb), 1e-300))
+    P = np.asarray(to_numpy(Xb - Ainv @ (A @ Xb)))
+    return bool(np.linalg.norm(P) <= 1e-6 * max(np.linalg.norm(np.asarray(to_numpy(Xb))),
+                                                1e-300))
 
 
-def _full_row_rank(cache, Ainv, A, m, n) -> bool:
+def _full_row_rank(cache, Ainv, A, m, n, xp=np) -> bool:
     """A A⁺ = I (QR of a wide A says so; else one random probe)."""
     known = getattr(cache.factor, "row_rank", None)
     if known is not None:
@@ -245,7 +249,7 @@ def _full_row_rank(cache, Ainv, A, m, n) -> bool:
     if m > n:
         return False
     y = np.random.default_rng(0).standard_normal(m)
-    back = np.asarray(A @ np.asarray(Ainv @ y))
+    back = np.asarray(to_numpy(A @ (Ainv @ xp.asarray(y))))
     return bool(np.linalg.norm(back - y) <= 1e-6 * np.linalg.norm(y))
 
 

@@ -442,7 +442,8 @@ class LinearCache:
         X = fn(C)
         self.stats.adjoint_solves += 1
         dtype = np.result_type(self.A.dtype, c.dtype, np.float32)
-        X = np.asarray(X).astype(dtype, copy=False)
+        if np.dtype(X.dtype) != dtype:
+            X = X.astype(dtype)
         return X[:, 0] if c.ndim == 1 else X
 
     def solve_transpose(self, c):

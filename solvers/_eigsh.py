@@ -5,7 +5,8 @@ Standard (``M=None``): A v = λ v. Generalized (``M=`` Hermitian positive defini
 matrix): K v = λ M v with M-orthonormal vectors (VᴴMV = I). With a shift σ, ARPACK's Lanczos
 runs on (K − σM)⁻¹ applied by a cache's solves: the eigenvalues nearest σ converge first (σ
 below the spectrum: the lowest ones, a ground state, the fundamental modes). The cache — made
-here with ``alg`` (``sv.Auto()``: CHOLMOD when K − σM is positive definite) or passed in — is
+here with ``alg`` (default: ``sv.Auto`` without PARDISO, so CHOLMOD for a Hermitian K − σM
+where it is installed, see :func:`shift_invert_default`) or passed in — is
 kept on the result, so the eigenvector cotangents of ``adjoints.eigsh_pullback`` reuse its
 factorization (a projected solve, preconditioned by it). Without σ (standard case only),
 Lanczos on A itself (``which='SA'``, ``'LA'``, ``'LM'``), no factorization.
@@ -27,11 +28,12 @@ import scipy.sparse.linalg as sla
 import linops as lo
 from linops.internals import ShapeError, csr_parts, dense_array, structure, to_numpy
 
-from ._checks import hermitian_tol, is_hermitian, precision
+from ._checks import (backend_of_problem, hermitian_defect, hermitian_tol, is_hermitian,
+                      precision)
 from ._errors import (BackendNotSupported, ConvergenceError, NotHermitianError,
                       NotPositiveDefiniteError, SingularMatrixError, Status)
 from ._problem import LinearProblem
-from ._registry import resolve
+from ._registry import entry
 from ._results import Eigenpairs
 from ._solve import init
 
@@ -53,9 +55,9 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
         1 ≤ k < n.
     sigma : float, optional
         Shift: the k eigenvalues nearest σ (``which='LM'`` of (K − σM)⁻¹). K − σM is factorized
-        once (``alg``, default ``sv.Auto()`` with ``posdef`` when σ is below K − σM's
-        Gershgorin bound) unless ``cache`` holds its factorization already. Needs an assembled
-        K (and M): Dense or Sparse. Without σ: Lanczos on A, ``which`` as in scipy (``'SA'``:
+        once (``alg``, default :func:`shift_invert_default`, with ``posdef`` when σ is below
+        K − σM's Gershgorin bound) unless ``cache`` holds its factorization already. Needs an
+        assembled K (and M): Dense or Sparse. Without σ: Lanczos on A, ``which`` as in scipy (``'SA'``:
         smallest); a generalized problem needs σ.
     M : operator, optional
         The mass matrix of K v = λ M v: Hermitian positive definite (checked: a singular or
@@ -63,7 +65,8 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
     which : str
         'LM' (default; with σ: nearest σ), 'SM', 'LA', 'SA', 'BE'.
     alg : algorithm, optional
-        How to factorize K − σM.
+        How to factorize K − σM (default: ``sv.Auto`` without PARDISO, whose solves are the
+        slower ones; :func:`shift_invert_default`).
     cache : LinearCache, optional
         A factorization of K − σM to reuse (verified by one product with a random vector).
     tol, maxiter, ncv, v0
@@ -99,9 +102,10 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
     Cost with σ: one factorization of K − σM plus one solve (and one product with M) per
     Lanczos step (usually 2k to 4k of them for well separated eigenvalues); without σ: one
     product with A per step, many more steps for interior or clustered eigenvalues. An M that
-    is not diagonally dominant is checked by a short Lanczos run on M (products only; a
-    Cholesky of M only if that does not settle). The gradient of λᵢ is vᵢvᵢᴴ with respect to
-    K and −λᵢvᵢvᵢᴴ with respect to M (``adjoints.eigsh_pullback``), O(n) memory.
+    is not diagonally dominant is checked by a Cholesky factorization of M (about the cost of
+    the factorization of K − σM; a short Lanczos run on M's products where there is no
+    Cholesky for it). The gradient of λᵢ is vᵢvᵢᴴ with respect to K and −λᵢvᵢvᵢᴴ with respect
+    to M (``adjoints.eigsh_pullback``), O(n) memory.
 
     Examples
     --------
@@ -293,8 +297,6 @@ def _require_hermitian(A: lo.LinearOperator, name: str = "A") -> None:
         return
     if structure(A) in ("sparse", "dense"):
         if not is_hermitian(A):
-            from ._checks import hermitian_defect  # noqa: PLC0415 (a name used only here)
-
             d, s, pos = hermitian_defect(A)
             raise NotHermitianError(f"eigsh needs a Hermitian {name}, but max|{name} − "
                                     f"{name}ᴴ| = {d:.3g} at {pos} (max|{name}| = {s:.3g}); for a "
@@ -317,9 +319,16 @@ def require_mass(M: lo.LinearOperator) -> None:
     Hermitian).
 
     In this order: a diagonal entry ≤ 0 (an O(n) proof, naming the entry); strict Gershgorin
-    dominance (an O(nnz) proof of definiteness: accepted); else the smallest Rayleigh quotient
-    of a short Lanczos run on M's products (a quotient ≤ its rounding level proves M singular
-    or indefinite); if that run does not settle, a Cholesky factorization of M decides.
+    dominance (an O(nnz) proof of definiteness: accepted); else a Cholesky factorization of M
+    where the backend has one for it (CHOLMOD for a sparse M, LAPACK for a dense one: a proof
+    either way, pivots below 100·eps of the largest counting as singular). When it fails, or
+    where there is no Cholesky (a matrix-free M, no scikit-sparse), the smallest Rayleigh
+    quotient of a short Lanczos run on M's products names what is wrong (a quotient at the
+    rounding level of ‖M‖: singular; below it: indefinite).
+
+    The Cholesky costs about one factorization of K − σM (0.8 s of CPU at n = 10⁵ on the 2-D
+    plate); the Lanczos run it replaces took 16 s there, because the smallest eigenvalue of a
+    mass matrix sits in a dense part of its spectrum.
     """
     n = M.shape[0]
     if n == 0:
@@ -336,27 +345,61 @@ def require_mass(M: lo.LinearOperator) -> None:
                       f"constrained degree of freedom? eliminate it from K and M)")
         if np.all(d - off > 0):
             return
-    Mop = lo.aslinearoperator(M)
-    try:
-        theta = float(sla.eigsh(Mop, 1, which="SA", tol=1e-6, maxiter=60,
-                                return_eigenvectors=False)[0])
-    except sla.ArpackNoConvergence:
-        theta = None
+    failed = _cholesky_of_mass(M)
+    if failed is None:
+        return
     scale = big if big is not None else _norm1_estimate(M)
     floor = 1e2 * np.finfo(np.float64).eps * scale   # a quotient at rounding level: singular
-    if theta is not None and theta > floor:
+    theta = _lowest_rayleigh_quotient(M)
+    if theta is not None and theta > floor and failed is _NO_CHOLESKY:
         return
-    if theta is not None:
+    if theta is not None and theta <= floor:
         cls = NotPositiveDefiniteError if theta < -floor else SingularMatrixError
         raise cls(f"eigsh: M must be Hermitian positive definite (the mass matrix of "
                   f"K v = λ M v), but a Rayleigh quotient xᴴMx/xᴴx = {theta:.6g} ≤ "
                   f"{floor:.3g} (the rounding level of ‖M‖ = {scale:.3g}): M is "
                   f"{'indefinite' if cls is NotPositiveDefiniteError else 'singular'}")
+    if failed is _NO_CHOLESKY:       # no proof either way: the Lanczos run did not settle
+        raise ConvergenceError(
+            "eigsh: could not decide whether M is positive definite (no Cholesky "
+            "factorization for it here, and a Lanczos run on its products did not converge); "
+            "pass an assembled M (pip install \"linops[cholmod]\" for a sparse one)", [],
+            status=Status.MAX_ITERATIONS)
+    raise type(failed)(f"eigsh: M must be Hermitian positive definite (the mass matrix of "
+                       f"K v = λ M v), but its Cholesky factorization failed: {failed}")
+
+
+_NO_CHOLESKY = object()   # _cholesky_of_mass: this backend cannot factorize M by Cholesky
+
+
+def _cholesky_of_mass(M):
+    """None when M has a Cholesky factorization (then it is positive definite), the
+    SingularMatrixError (or NotPositiveDefiniteError) when it has none, ``_NO_CHOLESKY``
+    when there is no Cholesky for M here (matrix-free, or a sparse M without CHOLMOD)."""
+    kind = structure(M)
+    if kind not in ("sparse", "dense"):
+        return _NO_CHOLESKY
+    cap = "sparse_cholesky" if kind == "sparse" else "dense_cholesky"
+    if backend_of_problem(M).capability(cap, M.dtype) is not None:
+        return _NO_CHOLESKY
+    alg = entry("cholesky").cls(pivot_rtol=1e2 * float(np.finfo(np.float64).eps),
+                                check_hermitian=False)   # the caller checked it
     try:
-        init(LinearProblem(M, posdef=True), resolve("cholesky"))
-    except SingularMatrixError as e:
-        raise type(e)(f"eigsh: M must be Hermitian positive definite (the mass matrix of "
-                      f"K v = λ M v), but its Cholesky factorization failed: {e}") from None
+        cache = init(LinearProblem(M, hermitian=True, posdef=True), alg)
+    except SingularMatrixError as e:       # NotPositiveDefiniteError included
+        return e
+    cache.close()
+    return None
+
+
+def _lowest_rayleigh_quotient(M) -> float | None:
+    """The smallest Ritz value of a short Lanczos run on M's products (an upper bound on its
+    smallest eigenvalue), or None when the run does not converge."""
+    try:
+        return float(sla.eigsh(lo.aslinearoperator(M), 1, which="SA", tol=1e-6, maxiter=60,
+                               return_eigenvectors=False)[0])
+    except sla.ArpackNoConvergence:
+        return None
 
 
 def _gershgorin(M):
@@ -429,7 +472,25 @@ def _shift_cache(A, sigma, alg, cache, M=None):
         return cache
     S = shifted(A, sigma, M)
     posdef = _below_spectrum(S)
-    return init(LinearProblem(S, hermitian=True, posdef=posdef), alg)
+    return init(LinearProblem(S, hermitian=True, posdef=posdef),
+                shift_invert_default() if alg is None else alg)
+
+
+def shift_invert_default():
+    """``sv.Auto`` for the matrix shift-invert factorizes: Auto's rules, except PARDISO.
+
+    Shift-invert makes one factorization and then one solve per Lanczos step (tens of them),
+    so the cost per solve decides, not the factorization alone that Auto's PARDISO threshold
+    was measured on. On the 2-D plate of ``lo.testing.membrane_families`` at n = 99 856 one
+    solve took 29 ms of CPU time with CHOLMOD, 30 ms with SuperLU and 45 ms with PARDISO (one
+    thread; 115 ms with MKL's threads on a loaded machine), the factorization 0.8 s, 1.3 s and
+    1.7 s: CHOLMOD for a Hermitian K − σM (LU when it is indefinite), SuperLU otherwise. Pass
+    ``alg=sv.Pardiso()`` to have PARDISO all the same.
+    """
+    return entry("auto").cls(pardiso_min=_NEVER)
+
+
+_NEVER = 2 ** 62   # a size no matrix reaches
 
 
 def _below_spectrum(S) -> bool:

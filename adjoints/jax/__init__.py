@@ -27,7 +27,7 @@ fail a jitted computation with a ``JaxRuntimeError`` whose first line names the 
 Public API: :func:`solve`, :func:`factorize` (a :class:`Factorization`: the twin of
 ``sv.init`` as a JAX value), :func:`matmul`, :func:`stats`, :func:`reset_stats`, :class:`Stats`,
 :class:`ExpiredFactorizationError`; log-determinants and eigenpairs: :func:`logdet`,
-:func:`slogdet`, :func:`inv_sample`, :func:`eigsh`.
+:func:`slogdet`, :func:`inv_sample`, :func:`eigsh`; least squares: :func:`lstsq`.
 
 Loops (one factorization per matrix per computation)
 ----------------------------------------------------
@@ -93,6 +93,7 @@ from ._eigsh import eigsh as eigsh
 from ._logdet import inv_sample as inv_sample
 from ._logdet import logdet as logdet
 from ._logdet import slogdet as slogdet
+from ._lstsq import lstsq as lstsq
 
 __all__ = ["solve", "factorize", "Factorization", "matmul", "stats", "reset_stats", "Stats",
-           "ExpiredFactorizationError", "logdet", "slogdet", "inv_sample", "eigsh"]
+           "ExpiredFactorizationError", "logdet", "slogdet", "inv_sample", "eigsh", "lstsq"]

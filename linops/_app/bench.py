@@ -2,11 +2,11 @@
 in one run, each measurement in its own process; writes a table, JSON and a plot.
 
 ``python -m linops bench SECTION ...`` runs one of the longer sections instead (:data:`SECTIONS`:
-loop, scale, jax, torch, petsc, logdet), each with its own ``--help``; ``--write-docs`` (every
-section has it) also writes the table into its region of ``docs/benchmarks.md`` (:mod:`.docs`).
-Method names are typed as ``sv.solve(prob, name)`` takes them, in any case, comma or space
-separated (:mod:`.names`); every table is followed by its column legend (:mod:`.legends`), in
-``--help`` too.
+loop, scale, jax, torch, petsc, logdet, eig, lstsq), each with its own ``--help``;
+``--write-docs`` (every section has it) also writes the table into its region of
+``docs/benchmarks.md`` (:mod:`.docs`). Method names are typed as ``sv.solve(prob, name)`` takes
+them, in any case, comma or space separated (:mod:`.names`); every table is followed by its
+column legend (:mod:`.legends`), in ``--help`` too.
 """
 
 from __future__ import annotations
@@ -38,7 +38,11 @@ SECTIONS = {"loop": "optimisation loops: steps × value + θ-gradient through ca
             "petsc": "distributed CG + GAMG under MPI against a hand-written petsc4py script "
                      "(mpirun -n 2 python -m linops bench petsc)",
             "logdet": "log det + θ-gradient by selected inversion against n solves; the eigsh "
-                      "gradient"}
+                      "gradient",
+            "eig": "K v = λ M v: eigsh with M and the mode gradients for K and M against "
+                   "scipy's eigsh and central differences",
+            "lstsq": "sparse least squares: QR value + ∂A against the QR solve; the normal "
+                     "equations at cond 1e10; LinearSolve.jl's square ∂A rule"}
 
 
 def _nx(text: str) -> int:

@@ -78,7 +78,8 @@ def in_child(module: str, call: str, row: dict, timeout: float, *,
     if threads:
         environ.update({var: str(threads) for var in THREAD_VARS})
     if path:
-        environ["PYTHONPATH"] = os.pathsep.join(p for p in (path, environ.get("PYTHONPATH")) if p)
+        environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (path, environ.get("PYTHONPATH")) if p)
     try:
         p = subprocess.run([python or sys.executable, "-c", code], capture_output=True,
                            text=True, timeout=timeout, env=environ)

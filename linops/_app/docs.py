@@ -28,7 +28,8 @@ import re
 from pathlib import Path
 
 PAGE = Path("docs/benchmarks.md")
-KEYS = ("main", "loop", "scale", "jax", "jax-loops", "jax-native", "torch", "petsc", "logdet")
+KEYS = ("main", "loop", "scale", "jax", "jax-loops", "jax-native", "torch", "petsc", "logdet",
+        "eig", "lstsq")
 
 
 def add_option(ap) -> None:

@@ -10,13 +10,13 @@ its explanation after it (continuation lines indented further).
 
 >>> from linops._app.legends import legend, LEGENDS
 >>> sorted(LEGENDS)
-['jax', 'logdet', 'loop', 'main', 'petsc', 'scale', 'torch']
+['eig', 'jax', 'logdet', 'loop', 'lstsq', 'main', 'petsc', 'scale', 'torch']
 >>> legend("loop").splitlines()[0]
 'columns:'
 >>> legend("nosuch")
 Traceback (most recent call last):
 ...
-KeyError: "no legend for section 'nosuch'; sections: jax, logdet, loop, main, petsc, scale, torch"
+KeyError: "no legend for section 'nosuch'; sections: eig, jax, logdet, loop, lstsq, main, petsc, scale, torch"
 """
 
 from __future__ import annotations
@@ -160,6 +160,57 @@ JAX_BASE = """--section base (the base install: sksparse and pypardiso blocked i
   cpu vs linops    the same for CPU time (steadier on a loaded machine)
   load             1-minute load average when the row ended"""
 
+EIG = """columns:
+  n                unknowns (free dofs) of the clamped Q4 plate, (nx−1)²
+  method           linops: sv.eigsh(K, k, sigma=0, M=M) with its default engine; linops,
+                   alg=Pardiso: the same on PARDISO (Auto's choice from n = 20 000); scipy:
+                   scipy.sparse.linalg.eigsh(K, k, M, sigma=0) (SuperLU); in parentheses the
+                   engine that factorized K − σM
+  time s           wall time of the eigensolve (factorization, M check and Lanczos), best of
+                   --repeat runs each in a fresh process
+  cpu s            its CPU time (steadier than wall time on a shared machine)
+  vs scipy         time s / scipy's
+  cpu vs scipy     cpu s / scipy's
+  fact.            factorizations (of K − σM; the gradients add none)
+  solves           solves with that factorization (one per Lanczos step)
+  load             1-minute load average when the measurement ended
+  modes            eigenpairs k
+  eigsh s          the linops eigensolve's wall time (as above)
+  gradients s      wall time of the k mode gradients for K and M: per mode ad.eigsh_pullback
+                   (λ̄ = eᵢ) + fam_K.pullback + fam_M.pullback
+  grad/eigsh       gradients s / eigsh s (target ≤ 0.10)
+  cpu grad/eigsh   the same ratio in CPU time
+  values vs scipy  max |λ − λ_scipy| / max |λ_scipy| (target ≤ 1e-10)
+  θ-grad vs FD     max relative error of the k gradients along a random direction over every
+                   cell against 4-point central differences (target ≤ 1e-7)
+  ρ-grad vs FD     the same for the density family"""
+
+LSTSQ = """columns:
+  m×n           shape of A (stacked banded blocks, columns scaled to cond ≈ --cond)
+  nnz           stored entries of A
+  method        QR solve: sv.init(sv.LeastSquares(A, b), sv.QR()) + x = A⁺b (SuiteSparseQR);
+                value + ∂A: the same + ad.solve_pullback (the rank-2 lazy cotangent, its λ by
+                R⁻ᴴ then R⁻¹ from the same factors); on pattern: + lo.project onto A's
+                pattern (SDDMM). Lower tables: the method of the gradient
+  time s        wall time, factorization included, best of --repeat interleaved runs, each in
+                a fresh process
+  cpu s         the best CPU time of those runs
+  vs solve      time s / the QR solve's (target ≤ 1.3 for value + ∂A)
+  cpu vs solve  cpu s / the QR solve's
+  ∂A s          the best run's pullback (and projection) part alone
+  in-run ratio  (its sv.solve part + its ∂A part) / its sv.solve part: the same ratio within
+                one run, free of the run-to-run spread of a loaded machine (target ≤ 1.3)
+  fact.         factorizations per run (1: the pullback reuses the QR)
+  cotangent     the type of ∂A and its rank
+  cotangent MB  bytes of ∂A's factors (O(m + n))
+  peak MB       peak RSS of the run over the RSS after building A
+  load          1-minute load average when the run ended
+  cond          cond(A) of the normal-equations comparison
+  ∂f/∂t         the directional derivative of f = Σx along dA = A₁ (t: the step along A₁)
+  rel. error    |∂f/∂t − reference| / |reference| (target ≤ 1e-6 for QR)
+  case          the shape of A in the square-rule case of LinearSolve.jl (tall, and the wide one)
+  ∂A error      max |∂A − central differences| / max |central differences| over every entry"""
+
 JAX_NATIVE = """--section native:
   n             unknowns of the heat problem (nx² for grid side nx)
   method        what ran the loop (see --help); the peers' versions are in the last column
@@ -195,7 +246,7 @@ TORCH = """columns:
   cpu ratio       CPU time over the row named, with the issue's target"""
 
 LEGENDS = {"main": MAIN, "loop": LOOP, "scale": SCALE, "jax": JAX, "torch": TORCH,
-           "petsc": PETSC, "logdet": LOGDET}
+           "petsc": PETSC, "logdet": LOGDET, "eig": EIG, "lstsq": LSTSQ}
 
 
 def legend(section: str) -> str:

@@ -28,7 +28,7 @@ import scipy.sparse.linalg as sla
 import linops as lo
 from linops.internals import csr_parts, dense_array, structure, to_numpy
 
-from .._checks import default_rtol, precision
+from .._checks import backend_of_problem, default_rtol, precision
 from .._contract import Algorithm, Factor
 from .._errors import BackendNotSupported, ConvergenceError, RankDeficientError, Status
 from .._registry import Case, register
@@ -104,8 +104,9 @@ class QR(Algorithm):
         m, n = A.shape
         if m == 0 or n == 0:
             return _ZeroFactor(A)
+        be = backend_of_problem(A)
         if structure(A) == "dense":
-            return _DenseQR(np.asarray(to_numpy(dense_array(A))), A.dtype)
+            return _DenseQR(np.asarray(to_numpy(dense_array(A))), A.dtype, be)
         if csr_parts(A) is None:
             raise BackendNotSupported(f"QR needs an assembled A (Dense or Sparse), got "
                                       f"{type(A).__name__}; use sv.LSMR() (products only)")
@@ -113,7 +114,7 @@ class QR(Algorithm):
         if why is not None:
             raise BackendNotSupported(f"QR of a sparse A needs SuiteSparseQR: {why}; or use "
                                       f"sv.LSMR()")
-        return _SparseQR(A.to_scipy(), A.dtype)
+        return _SparseQR(A.to_scipy(), A.dtype, be)
 
 
 class _ZeroFactor(Factor):
@@ -125,10 +126,11 @@ class _ZeroFactor(Factor):
     def __init__(self, A):
         self.dtype = precision(A.dtype)
         self.shape = A.shape
+        self.be = backend_of_problem(A)
 
     def solve(self, B, trans):
         m, n = self.shape
-        return np.zeros((n if trans == "N" else m, B.shape[1]), dtype=np.result_type(
+        return self.be.xp.zeros((n if trans == "N" else m, B.shape[1]), dtype=np.result_type(
             self.dtype, B.dtype))
 
     def _spawn(self, A):
@@ -145,11 +147,13 @@ def _rank_error(m, n, rank, how):
 
 
 class _DenseQR(Factor):
-    """LAPACK pivoted QR of A (m ≥ n) or of Aᴴ (m < n), economic."""
+    """LAPACK pivoted QR of A (m ≥ n) or of Aᴴ (m < n), economic; on the host, results in
+    the backend of A (``be``)."""
 
     kind = "dense QR"
 
-    def __init__(self, a, dtype):
+    def __init__(self, a, dtype, be):
+        self.be = be
         self.dtype = precision(dtype)
         self.shape = a.shape
         m, n = a.shape
@@ -179,12 +183,15 @@ class _DenseQR(Factor):
         Y = sl.solve_triangular(self.R, sl.solve_triangular(self.R, C[self.E], trans="C"))
         X = np.empty_like(Y)
         X[self.E] = Y
-        return X
+        return self.be.from_host(X)
 
     def solve(self, B, trans):
+        return self.be.from_host(self._host_solve(B, trans))
+
+    def _host_solve(self, B, trans):
         B = np.asarray(to_numpy(B), dtype=np.result_type(B.dtype, self.Q.dtype))
         if trans == "T":
-            return np.conj(self.solve(np.conj(B), "H"))
+            return np.conj(self._host_solve(np.conj(B), "H"))
         if (trans == "N") != self.wide:   # A⁺ = F⁺ (tall) or F⁺ᴴ (wide: F = Aᴴ)
             return self._plain(B)
         return self._adjoint(B)
@@ -195,10 +202,11 @@ class _SparseQR(Factor):
 
     kind = "SuiteSparseQR"
 
-    def __init__(self, S, dtype, order=None):
+    def __init__(self, S, dtype, be, order=None):
         from sparseqr import sparseqr as spqr  # noqa: PLC0415 (optional dependency)
 
         self._spqr = spqr
+        self.be = be          # SuiteSparseQR runs on the host; results go back to A's backend
         self.dtype = precision(dtype)
         self.shape = S.shape
         m, n = S.shape
@@ -282,10 +290,10 @@ class _SparseQR(Factor):
             C = C[self.given]
         Y = self._csolve(_RETX_EQUALS_B, self._csolve(_RTX_EQUALS_ETB, C))
         if self.given is None:
-            return Y
+            return self.be.from_host(Y)
         X = np.empty_like(Y)
         X[self.given] = Y
-        return X
+        return self.be.from_host(X)
 
     def solve(self, B, trans):
         if self._qr is None:
@@ -293,15 +301,17 @@ class _SparseQR(Factor):
         B = np.asarray(to_numpy(B))
         if B.dtype.kind == "c" and self.work.kind != "c":
             return _by_parts(lambda P: self.solve(P, trans), B)
-        B = _as_host(B, self.work)
+        return self.be.from_host(self._host_solve(_as_host(B, self.work), trans))
+
+    def _host_solve(self, B, trans):
         if trans == "T":
-            return np.conj(self.solve(np.conj(B), "H"))
+            return np.conj(self._host_solve(np.conj(B), "H"))
         if (trans == "N") != self.wide:
             return self._plain(B)
         return self._adjoint(B)
 
     def _spawn(self, A):
-        return _SparseQR(A.to_scipy(), A.dtype, order=self.order)
+        return _SparseQR(A.to_scipy(), A.dtype, self.be, order=self.order)
 
     def close(self):
         if self._qr is not None:
@@ -382,6 +392,7 @@ class LSMR(Algorithm):
 class _LSMRFactor(Factor):
     def __init__(self, A, alg):
         self.A = A
+        self.be = backend_of_problem(A)
         self.alg = alg
         self.dtype = precision(A.dtype)
         self.kind = f"{alg.solver.upper()} (scipy)"
@@ -416,7 +427,7 @@ class _LSMRFactor(Factor):
                     f"{its} iterations (column {j}); raise maxiter, loosen rtol, or use sv.QR()",
                     [float(np.linalg.norm(g))], status=Status.MAX_ITERATIONS)
                 X[:, j] = x
-                e.iterate = X
+                e.iterate = self.be.from_host(X)
                 raise e
             X[:, j] = x
         self.last_status = Status.SUCCESS
@@ -425,10 +436,12 @@ class _LSMRFactor(Factor):
     def solve(self, B, trans):
         op = lo.aslinearoperator(self.A)
         if trans == "N":
-            return self._run(op, B)
-        if trans == "H":
-            return self._run(op.H, B)
-        return np.conj(self._run(op.H, np.conj(np.asarray(to_numpy(B)))))
+            X = self._run(op, B)
+        elif trans == "H":
+            X = self._run(op.H, B)
+        else:
+            X = np.conj(self._run(op.H, np.conj(np.asarray(to_numpy(B)))))
+        return self.be.from_host(X)
 
     def _spawn(self, A):
         return _LSMRFactor(A, self.alg)

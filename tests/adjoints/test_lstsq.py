@@ -230,3 +230,34 @@ def test_linearsolve_1309_nonsquare_dA():
         x = np.linalg.pinv(a) @ bb
         naive = -np.outer(np.linalg.pinv(a).T @ np.ones(n), x)   # the square rule on A⁺
         assert np.abs(naive - fd).max() >= 0.05 * np.abs(fd).max()
+
+
+@pytest.mark.parametrize("alg,shape", [(sv.QR(), (9, 4)), (sv.QR(), (4, 9)),
+                                       (sv.LSMR(rtol=1e-14), (9, 4))],
+                         ids=["QR-tall", "QR-wide", "LSMR-tall"])
+def test_results_are_arrays_of_the_problem_backend(alg, shape):
+    """A least-squares problem with jax arrays gets jax arrays back from every solve and from
+    the pullback (the factorization runs on the host), with the numbers of the numpy path."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp  # noqa: PLC0415 (optional dependency)
+
+    m, n = shape
+    A = _matrix(m, n, False, seed=5)
+    b = np.random.default_rng(2).standard_normal(m)
+    S = lo.Sparse.from_scipy(A)
+    cases = [(lo.Sparse(jnp.asarray(S.values), S.pattern), A)]
+    if isinstance(alg, sv.QR):
+        cases.append((jnp.asarray(A.toarray()), A.toarray()))
+    for Aj, An in cases:
+        cj = sv.init(sv.LeastSquares(Aj, jnp.asarray(b)), alg)
+        cn = sv.init(sv.LeastSquares(An, b), alg)
+        c = np.ones(n)
+        outs = [(cj.solve(), cn.solve()), (cj.solve_adjoint(jnp.asarray(c)), cn.solve_adjoint(c)),
+                (cj.solve_transpose(jnp.asarray(c)), cn.solve_transpose(c))]
+        if isinstance(alg, sv.QR) and m >= n:
+            outs.append((cj.solve_gram(jnp.asarray(c)), cn.solve_gram(c)))
+        gj, gn = ad.solve_pullback(cj, jnp.asarray(c)), ad.solve_pullback(cn, c)
+        outs += [(gj.b, gn.b), *zip(gj.A.factors(), gn.A.factors())]
+        for got, want in outs:
+            assert isinstance(got, jax.Array), type(got)
+            assert np.abs(np.asarray(got) - want).max() <= 1e-10 * max(1, np.abs(want).max())

@@ -30,7 +30,7 @@ from solvers.internals import entries, entry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HAVE = {m: importlib.util.find_spec(m) is not None
-        for m in ("jax", "matplotlib", "petsc4py", "pypardiso", "torch")}
+        for m in ("jax", "matplotlib", "petsc4py", "pypardiso", "sparseqr", "torch")}
 
 
 def run(*args, cwd=None, timeout=300):
@@ -147,6 +147,8 @@ SECTION_RUNS = {
     "torch": (["torch", "--quick", "--nx", "4", "--edges", "200", "--methods", "numpy path",
                "torch autograd", "jacrev", "gnn forward", "gnn backward"], "torch"),
     "petsc": (["petsc", "--nx", "4", "--methods", "hand,linops"], "petsc4py"),
+    "eig": (["eig", "--nx", "8", "--k", "3"], None),
+    "lstsq": (["lstsq", "--m", "400", "--n", "100", "--repeat", "1"], "sparseqr"),
 }
 
 

@@ -182,3 +182,21 @@ def test_logdet_bridge_and_held_factorization_x64_off():
     np.testing.assert_allclose(np.asarray(F.solve(jnp.ones(3))),
                                np.linalg.solve(np.asarray(dense(w)), np.ones(3)), rtol=1e-5)
     assert adj.stats().misses == 0
+
+
+def test_lstsq_single_precision_x64_off():
+    """adj.lstsq in float32 (sparse on the host, dense in XLA): x, its values' gradient and the
+    dense gradient stay float32 and agree with float64 pinv / with each other."""
+    pytest.importorskip("sparseqr")
+    A = sp.csr_array(sp.random(30, 8, density=0.3, random_state=2) + sp.eye(30, 8))
+    S = lo.Sparse.from_scipy(A)
+    b = jnp.asarray(np.random.default_rng(1).standard_normal(30), jnp.float32)
+    v = jnp.asarray(S.values, jnp.float32)
+    x = adj.lstsq(lo.Sparse(v, S.pattern), b)
+    g = jax.jit(jax.grad(lambda v: adj.lstsq(lo.Sparse(v, S.pattern), b).sum()))(v)
+    gd = jax.jit(jax.grad(lambda a: adj.lstsq(a, b).sum()))(jnp.asarray(A.toarray(), jnp.float32))
+    assert [x.dtype, g.dtype, gd.dtype] == [jnp.float32] * 3
+    x64 = np.linalg.pinv(A.toarray()) @ np.asarray(b, np.float64)
+    assert np.abs(np.asarray(x, np.float64) - x64).max() <= 1e-5 * np.abs(x64).max()
+    gd = np.asarray(gd, np.float64)[S.pattern.rows, S.pattern.indices]
+    assert np.abs(np.asarray(g, np.float64) - gd).max() <= 1e-4 * np.abs(gd).max()

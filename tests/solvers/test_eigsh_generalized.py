@@ -207,3 +207,71 @@ def test_buckling_of_a_column_and_its_gradient():
     assert np.abs(grad[idx] - fd).max() <= 1e-6 * max(1.0, np.abs(fd).max())
     with pytest.raises(sv.NotPositiveDefiniteError):
         sv.buckling(famK(EI), -KG, 1)                     # tension: −K_G indefinite
+
+
+# ----- what the eigensolve costs: the shift-invert engine, the M check, rank-one cotangents ------
+@pytest.mark.slow
+def test_shift_invert_does_not_pick_pardiso_for_its_many_solves():
+    """Auto takes PARDISO from n = 20 000 (one factorization + two solves); shift-invert makes
+    one factorization and tens of solves, where CHOLMOD's solves are faster: eigsh's default
+    is Auto without PARDISO. n = 20 164 here, where plain Auto picks PARDISO."""
+    pytest.importorskip("pypardiso")
+    if not sv.cholmod_available():
+        pytest.skip("needs CHOLMOD (scikit-sparse)")
+    fK, fM = lo.testing.membrane_families(143)
+    K, M = fK(np.ones(fK.n_params)), fM(np.ones(fM.n_params))
+    assert type(sv.Auto().choose(K)).__name__ == "Pardiso"         # what Auto alone picks
+    e = sv.eigsh(K, 2, sigma=0.0, M=M)
+    assert e.cache.kind == "CHOLMOD" and e.cache.stats.factorizations == 1
+
+
+def test_the_M_check_is_a_cholesky_not_a_lanczos_run(monkeypatch):
+    """A consistent mass matrix is not diagonally dominant; its definiteness is proven by one
+    Cholesky factorization (ARPACK runs once: the eigensolve), an indefinite one is still
+    named by its Rayleigh quotient, and a dense singular one as singular."""
+    import scipy.sparse.linalg as sla
+
+    calls = []
+    real = sla.eigsh
+
+    def counting(*args, **kw):
+        calls.append(kw.get("which"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sla, "eigsh", counting)
+    fK, fM = lo.testing.membrane_families(9)
+    th = np.ones(fK.n_params)
+    K, M = fK(th), fM(th)
+    S = M.to_scipy()
+    d = S.diagonal()
+    assert np.any(d <= np.asarray(abs(S).sum(axis=1)).ravel() - np.abs(d))   # not dominant
+    e = sv.eigsh(K, 2, sigma=0.0, M=M)
+    assert len(calls) == 1                       # the eigensolve only
+    ref = sl.eigh(K.to_scipy().toarray(), S.toarray(), eigvals_only=True)[:2]
+    assert np.abs(e.values - ref).max() <= 1e-10 * ref.max()
+    lap = K.to_scipy()
+    low = float(sl.eigh(lap.toarray(), eigvals_only=True)[0])
+    with pytest.raises(sv.NotPositiveDefiniteError, match="Rayleigh quotient"):
+        sv.eigsh(K, 2, sigma=0.0, M=sp.csr_array(lap - 1.5 * low * sp.eye(lap.shape[0])))
+    with pytest.raises(sv.NotPositiveDefiniteError, match="Rayleigh quotient"):
+        sv.eigsh(K, 2, sigma=0.0, M=lap.toarray() - 1.5 * low * np.eye(lap.shape[0]))
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+def test_a_cotangent_on_one_eigenvalue_is_rank_one(complex_):
+    """λ̄ = e_i: K̄ = vᵢvᵢᴴ and M̄ = −λᵢvᵢvᵢᴴ as RankOne (one SDDMM column per family pullback,
+    not k); λ̄ = 0 gives lo.Zero; several nonzero λ̄ keep only those pairs."""
+    fK, fM, th, rho = _families(complex_)
+    e = sv.eigsh(fK(th), 4, sigma=0.0, M=fM(rho))
+    V, w = e.vectors, e.values
+    g = ad.eigsh_pullback(e, values_bar=np.array([0.0, 1.0, 0.0, 0.0]))
+    assert isinstance(g.K, lo.RankOne) and isinstance(g.M, lo.RankOne)
+    v = V[:, 1]
+    assert np.abs(lo.to_dense(g.K) - np.outer(v, v.conj())).max() <= 1e-14
+    assert np.abs(lo.to_dense(g.M) + w[1] * np.outer(v, v.conj())).max() <= 1e-13 * w[1]
+    z = ad.eigsh_pullback(e, values_bar=np.zeros(4))
+    assert isinstance(z.K, lo.Zero) and isinstance(z.M, lo.Zero)
+    two = ad.eigsh_pullback(e, values_bar=np.array([2.0, 0.0, 0.0, -1.0]))
+    assert isinstance(two.K, lo.LowRank) and two.K.factors()[0].shape[1] == 2
+    ref = 2 * np.outer(V[:, 0], V[:, 0].conj()) - np.outer(V[:, 3], V[:, 3].conj())
+    assert np.abs(lo.to_dense(two.K) - ref).max() <= 1e-13
