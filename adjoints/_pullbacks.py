@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 import linops as lo
 from linops.internals import ShapeError, is_array, namespace, seal, to_numpy
@@ -496,7 +497,6 @@ def _is_operator(x) -> bool:
     checked by module name so that cupy and jax need not be imported."""
     if isinstance(x, lo.LinearOperator):
         return True
-    import scipy.sparse as sp
 
     if sp.issparse(x):
         return True

@@ -32,8 +32,12 @@ from typing import Any
 
 import array_api_compat as aac
 import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
 
 from ._errors import BackendNotSupported
+from ._jax_constant import constant_spmm
 
 __all__ = ["Backend", "backend_of", "backend_named", "BACKEND_NAMES", "namespace", "to_numpy",
            "is_jax", "is_cupy", "is_torch", "dtype_of", "is_array", "snapshot", "seal", "conj",
@@ -202,21 +206,15 @@ class Backend:
 
     def csr(self, values, pattern):
         """The library's native CSR matrix (scipy on the host for numpy and jax)."""
-        import scipy.sparse as sp
-
         return sp.csr_matrix((self.to_host(values), pattern.indices, pattern.indptr),
                              shape=pattern.shape)
 
     @property
     def linalg(self):
-        import scipy.linalg as la
-
         return la
 
     @property
     def sparse_linalg(self):
-        import scipy.sparse.linalg as spl
-
         return spl
 
     krylov_rtol_keyword = "rtol"  # the relative-tolerance keyword of its Krylov module
@@ -320,6 +318,7 @@ class _Cupy(Backend):
 
     @cached_property
     def xp(self):
+        # optional: cupy (the gpu extra)
         import cupy
 
         return cupy
@@ -336,6 +335,7 @@ class _Cupy(Backend):
         return self.xp.array(x, copy=True)
 
     def csr(self, values, pattern):
+        # optional: cupy (the gpu extra)
         import cupyx.scipy.sparse as csp
 
         return csp.csr_matrix((self.xp.asarray(values), pattern.on(self, "indices"),
@@ -343,12 +343,14 @@ class _Cupy(Backend):
 
     @property
     def linalg(self):
+        # optional: cupy (the gpu extra)
         import cupyx.scipy.linalg as la
 
         return la
 
     @property
     def sparse_linalg(self):
+        # optional: cupy (the gpu extra)
         import cupyx.scipy.sparse.linalg as cspl
 
         return cspl
@@ -384,12 +386,14 @@ class _Jax(Backend):
 
     @cached_property
     def xp(self):
+        # optional: jax (the jax extra)
         import jax.numpy as jnp
 
         return jnp
 
     def to_host(self, x) -> np.ndarray:
         """Host copy of a concrete jax array (inside ``jax.jit`` use a callback instead)."""
+        # optional: jax (the jax extra)
         import jax
 
         try:
@@ -403,12 +407,11 @@ class _Jax(Backend):
         """Gather + ``segment_sum``: differentiable, jit-able; O(nnz·k) work and memory. With
         host-constant values (a family's map), one linear primitive that gathers in both
         directions (``linops._jax_constant``: about scipy's speed on the CPU)."""
+        # optional: jax (the jax extra)
         import jax
 
         jnp = self.xp
         if isinstance(values, np.ndarray):
-            from ._jax_constant import constant_spmm
-
             return constant_spmm(values, pattern, jnp.asarray(X))
         values, X = jnp.asarray(values), jnp.asarray(X)
         contrib = (values * X[pattern.indices] if X.ndim == 1
@@ -423,7 +426,6 @@ class _Jax(Backend):
         """Through the transposed pattern (cached on the pattern, host-side at trace time), so
         XLA's segment sum runs over sorted segments: faster than an unsorted scatter."""
         if isinstance(values, np.ndarray):  # host constants (a family's map): Aᴴ X = conj(Aᵀ conj X)
-            from ._jax_constant import constant_spmm
 
             X = self.xp.asarray(X)
             if values.dtype.kind != "c":
@@ -437,6 +439,7 @@ class _Jax(Backend):
 
     @property
     def linalg(self):
+        # optional: jax (the jax extra)
         import jax.scipy.linalg as la
 
         return la

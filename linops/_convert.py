@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator as ScipyLinearOperator
 
 from ._backend import is_array, is_cupy, is_jax, to_numpy
 from ._base import LinearOperator
@@ -82,7 +84,6 @@ def aslinop(x: Any) -> LinearOperator:
     """
     if isinstance(x, LinearOperator):
         return x
-    import scipy.sparse as sp
 
     if sp.issparse(x):
         return Sparse.from_scipy(x)
@@ -93,7 +94,6 @@ def aslinop(x: Any) -> LinearOperator:
         return _from_cupyx(x)
     if mod.startswith("jax.experimental.sparse"):
         return _from_jax_sparse(x)
-    from scipy.sparse.linalg import LinearOperator as ScipyLinearOperator
 
     if isinstance(x, ScipyLinearOperator):
         return MatrixFree.from_scipy(x)
@@ -131,6 +131,7 @@ def _from_cupyx(S) -> Sparse:
 def _from_jax_sparse(M) -> Sparse:
     """BCOO/BCSR with concrete indices -> Sparse; the values stay differentiable jax arrays.
     Duplicate entries are summed (segment_sum), so the map data -> values is linear."""
+    # optional: jax (the jax extra)
     import jax
     from jax.experimental import sparse as jsp
 
@@ -209,8 +210,6 @@ def _host_result(y, x) -> np.ndarray:
 
 def _scipy_base():
     """scipy's LinearOperator class, imported when this module is (scipy is a dependency)."""
-    from scipy.sparse.linalg import LinearOperator as ScipyLinearOperator
-
     return ScipyLinearOperator
 
 

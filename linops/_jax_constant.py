@@ -23,6 +23,7 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+import scipy.sparse as sp
 
 MAX_GROUPS = 8  # distinct row lengths kept as groups; beyond, the sorted segment_sum
 HOST_MIN_NNZ = 1 << 16   # on the CPU, matrices at least this large multiply on the host
@@ -57,6 +58,7 @@ class _Layout:
                 _index32(pattern.rows)
 
     def apply(self, X, dtype):
+        # optional: jax (the jax extra)
         import jax
         import jax.numpy as jnp
 
@@ -110,8 +112,6 @@ class _ConstantSparse:
         """scipy CSR of op(A) in ``dtype`` (made once per direction and dtype)."""
         key = ("host", trans, np.dtype(dtype).str)
         if key not in self._layouts:
-            import scipy.sparse as sp
-
             values, P = self._values, self.pattern
             if trans != "N":
                 P, perm = P.transpose()
@@ -148,6 +148,7 @@ def _primitive():
     global _p
     if _p is not None:
         return _p
+    # optional: jax (the jax extra)
     import jax
     import jax.numpy as jnp
     from jax.extend.core import Primitive
@@ -207,6 +208,7 @@ def constant_spmm(values: np.ndarray, pattern, X, trans: str = "N"):
     """op(A) @ X for A = Sparse(values, pattern) with host-constant ``values`` and a jax X of
     shape (n,) or (n, k); op = A ("N") or Aᵀ ("T", not conjugated). Traceable and
     differentiable in X to any order; the result has X's dtype promoted with the values'."""
+    # optional: jax (the jax extra)
     import jax
     import jax.numpy as jnp
 

@@ -24,11 +24,13 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import _queries as q
 from ._family.affine import AffineSparse
 from ._backend import namespace, to_numpy
 from ._convert import aslinop
+from ._errors import ShapeError
 from ._operators.dense import Dense
 from ._operators.diagonal import Diagonal, Identity, Zero
 from ._generics import _dense_by_products
@@ -538,8 +540,6 @@ def tight_binding(L: int, complex_hop: bool = False, *, seed: int = 0):
     >>> H.shape, H.dtype, bool(abs(H - H.conj().T).max() == 0)
     ((9, 9), dtype('complex128'), True)
     """
-    import scipy.sparse as sp
-
     n = L * L
     idx = np.arange(n).reshape(L, L)
     i = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
@@ -625,10 +625,6 @@ def check_family(fam, K, theta=None, *, rtol: float = 1e-12) -> bool:
     ...
     AssertionError: fam(θ) is the TRANSPOSE of the reference ...
     """
-    import scipy.sparse as sp
-
-    from ._errors import ShapeError
-
     theta = np.ones(fam.n_params) if theta is None else np.asarray(theta)
     R = K.to_scipy() if hasattr(K, "to_scipy") else K
     R = sp.csr_array(R)

@@ -115,6 +115,8 @@ Examples
 ('dense Cholesky', 'SUCCESS', [0.0909, 0.6364])
 """
 
+import warnings
+
 from ._engines.amg import AMG as AMG
 from ._engines.auto import Auto as Auto
 from ._cache import LinearCache as LinearCache
@@ -192,8 +194,6 @@ def __getattr__(name: str):
     """``sv.Stats``: the deprecated name of :class:`CacheStats` (``adjoints.jax.Stats`` counts
     something else: JAX's host factorizations)."""
     if name == "Stats":
-        import warnings
-
         warnings.warn("solvers.Stats is deprecated: use solvers.CacheStats (the same class)",
                       DeprecationWarning, stacklevel=2)
         return CacheStats

@@ -31,6 +31,7 @@ import numpy as np
 
 import linops as lo
 from linops.internals import Backend, array_leaves, backend_of, csr_parts, dense_array, to_numpy
+from linops.internals import structure
 
 from ._errors import NonFiniteInputError, NotHermitianError
 
@@ -213,8 +214,6 @@ def require_hermitian_operator(A: lo.LinearOperator, who: str, seed: int = 0) ->
     vectors X (one product with A, one with Aᴴ where the operator has it): ‖AX − AᴴX‖ and the
     asymmetry of XᴴAX (the bilinear form), each against the precision's Hermitian tolerance.
     One random pair alone misses a defect of 40 % in single precision (measured)."""
-    from linops.internals import structure
-
     if structure(A) in ("dense", "sparse", "petsc"):
         require_hermitian(A, who)
         return

@@ -56,6 +56,7 @@ from ._checks import (backend_of_problem, check_finite_operator, is_hermitian, p
                       require_hermitian)
 from ._errors import BackendNotSupported
 from ._results import LogDet
+from ._results import SelectedInverse
 
 MODES = frozenset("NHT")
 
@@ -178,8 +179,6 @@ class EmptyFactor(Factor):
 
     def selected_inverse(self, shape):
         """The (empty) inverse of the 0×0 matrix, exactly: every engine answers n = 0."""
-        from ._results import SelectedInverse
-
         z = np.zeros(0, np.int64)
         one = np.zeros(1, np.int64)
         dt = np.dtype(self.dtype)

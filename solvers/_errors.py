@@ -23,6 +23,10 @@ the others are raised whatever ``throw`` says (they are programming errors, not 
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 from linops.internals import BackendNotSupported as BackendNotSupported
 
 from ._results import Status
@@ -272,10 +276,6 @@ class HintWarning(UserWarning):
 
 def warn_caller(message: str, category: type[Warning]) -> None:
     """Warn at the first frame outside linops/solvers/adjoints (the user's line)."""
-    import os
-    import sys
-    import warnings
-
     # the packages whose frames are skipped: a warning about the user's hint belongs on their line
     ours = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in
                  (sys.modules["linops"], sys.modules["solvers"]) if getattr(m, "__file__", None))

@@ -18,6 +18,8 @@ import numpy as np
 import linops as lo
 from linops.internals import conjugate, namespace, operator, sample_generic, to_numpy
 
+from ._checks import backend_of_problem
+from ._errors import BackendNotSupported
 from ._results import SelectedInverse
 
 
@@ -133,8 +135,6 @@ def inverse(cache, *, adjoint: bool = False) -> Inverse:
 
 def _entries(A: Inverse, rows, cols):
     """Entries of an Inverse: selected inversion, solves for positions outside its pattern."""
-    from ._errors import BackendNotSupported
-
     A.check_current()
     rows = np.asarray(to_numpy(rows), dtype=np.int64)
     cols = np.asarray(to_numpy(cols), dtype=np.int64)
@@ -168,7 +168,6 @@ def _entries(A: Inverse, rows, cols):
         vals = np.conj(vals)
     out_dtype = np.result_type(A.cache.A.dtype, np.float32)
     vals = vals.astype(out_dtype, copy=False)
-    from ._checks import backend_of_problem
 
     be = backend_of_problem(A.cache.A)
     return be.from_host(vals) if be.host_factors else be.xp.asarray(vals)

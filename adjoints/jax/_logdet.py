@@ -25,10 +25,12 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse.linalg as sla
 
 import linops as lo
 import solvers as sv
 from linops.internals import ShapeError, csr_parts, dense_array
+from solvers.internals import shifted
 
 from . import _factor as _fac
 from . import _queries
@@ -329,10 +331,6 @@ def _eigsh_jvp(P, k, sigma, alg, rtol, primals, tangents):
 def _projected_solve(vals, P, lam, V, B, sigma, alg, rtol):
     """Columns xᵢ = (Q(A − λᵢ)Q)⁺ bᵢ (so xᵢ ⊥ V), by GMRES preconditioned with a
     factorization of A − σI."""
-    import scipy.sparse.linalg as sla
-
-    from solvers.internals import shifted
-
     A = lo.Sparse(vals, P)
     cache = sv.init(sv.LinearProblem(shifted(A, sigma), hermitian=True), alg or sv.Auto())
     op = cache.as_operator()

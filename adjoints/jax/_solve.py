@@ -10,6 +10,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
 
 import linops as lo
 import solvers as sv
@@ -355,7 +356,6 @@ def _is_plain_array(x) -> bool:
     """A dense array (numpy, jax, a tracer) rather than an operator or a sparse matrix."""
     if _is_jax_sparse(x) or isinstance(x, lo.LinearOperator):
         return False
-    import scipy.sparse as sp
 
     return not sp.issparse(x) and hasattr(x, "ndim") and hasattr(x, "dtype")
 

@@ -36,6 +36,8 @@ import solvers as sv
 from solvers.internals import rcond_tol
 
 from ._errors import guard, register_message
+from ._errors import _MESSAGES
+from ._spmm import spmm
 
 __all__ = ["dense_factor", "diagonal_factor", "krylov_factor", "gpu_sparse_factor"]
 
@@ -82,8 +84,6 @@ def _msg(template_id: int, **fmt) -> int:
 
     Only the named fields are filled; the positional ``{0}``... stay for the run-time numbers.
     """
-    from ._errors import _MESSAGES
-
     cls, text, _ = _MESSAGES[template_id]
     return register_message(cls, text.replace("{what}", fmt.get("what", "{what}"))
                             .replace("{method}", fmt.get("method", "{method}")))
@@ -232,6 +232,7 @@ def krylov_factor(A: lo.LinearOperator, dtype, alg, hermitian, posdef) -> Callab
     r). Accepted when r ≤ tol, or when r is at the rounding level of the arithmetic
     (r ≤ c·√n·eps·(‖Ax‖ + ‖b‖) and r ≤ √eps‖b‖: no iterate can do better); otherwise
     ConvergenceError naming the residual."""
+    # optional: jax (the jax extra)
     import jax.scipy.sparse.linalg as jspl
 
     if _is_auto(alg):
@@ -352,6 +353,7 @@ def gpu_sparse_factor(values, pattern: lo.Pattern, dtype) -> Callable:
     result check turns into an error. On a CPU the same code runs through jax's scipy
     fallback of ``spsolve`` (used by the tests).
     """
+    # optional: jax (the jax extra)
     from jax.experimental.sparse.linalg import spsolve
 
     pt, perm = pattern.transpose()
@@ -379,8 +381,6 @@ def gpu_sparse_factor(values, pattern: lo.Pattern, dtype) -> Callable:
         return _finite_solution(X.reshape(r.shape))
 
     def matvec(x):
-        from ._spmm import spmm
-
         return spmm(values.astype(dtype), x, pattern)
 
     return lambda b: jax.lax.custom_linear_solve(matvec, b, lambda _, r: cols(vals, ind, ptr, r),

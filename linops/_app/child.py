@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 
@@ -26,8 +27,6 @@ def rss_now() -> int:
 
 def peak_rss() -> int:
     """Peak resident set size of this process so far, in bytes (getrusage's ru_maxrss)."""
-    import resource
-
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 

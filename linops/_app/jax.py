@@ -44,6 +44,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
+
+import linops as lo
+
 from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
 from .legends import JAX_BASE, legend
@@ -67,10 +73,6 @@ def _problem(nx: int):
     """(fam, b, θ, a) of the solve section: the Q4 family at nx (n = nx(nx+1)), a load b, θ in
     [0.5, 1.5) per cell and a random a (the value is aᵀK(θ)⁻¹b). Seeded: every child process
     builds the same problem."""
-    import numpy as np
-
-    import linops as lo
-
     fam, b = lo.testing.poisson_family(nx)
     rng = np.random.default_rng(0)
     return fam, b, 0.5 + rng.random(fam.n_params), rng.standard_normal(fam.shape[0])
@@ -80,6 +82,7 @@ def _numpy_path(fam, b, theta, a):
     """The reference row: ``sv.solve`` (Auto, posdef → CHOLMOD or PARDISO) + one adjoint solve
     (``ad.solve_pullback``) + ``fam.pullback`` of the lazy −λuᵀ, O(nnz). Returns (run, extra):
     ``run()`` computes value and θ-gradient; ``extra`` reads the factorization count."""
+    # the solve stack only in the children of the rows that measure it
     import solvers as sv
     import adjoints as ad
 
@@ -92,9 +95,11 @@ def _numpy_path(fam, b, theta, a):
 
 def _jax_setup():
     """(jax, jax.numpy) with x64 on: the bench compares float64 results."""
+    # optional: jax (the jax extra)
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    # optional: jax (the jax extra)
     import jax.numpy as jnp
 
     return jax, jnp
@@ -104,6 +109,7 @@ def _adj(fam, b, theta, a):
     """``jax.jit(jax.value_and_grad(f))`` with f through ``adj.solve``: one host factorization
     per call, shared by the forward and the transposed solve (counted by ``adj.stats``)."""
     jax, jnp = _jax_setup()
+    # the solve stack only in the children of the rows that measure it
     import adjoints.jax as adj
 
     aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
@@ -121,6 +127,7 @@ def _spsolve(fam, b, theta, a):
     """The JAX peer: ``jax.experimental.sparse.linalg.spsolve`` under jit(value_and_grad); it
     factorizes on the host for every solve, so twice per gradient."""
     jax, jnp = _jax_setup()
+    # optional: jax (the jax extra)
     from jax.experimental.sparse.linalg import spsolve
 
     P = fam.pattern
@@ -151,6 +158,7 @@ def _hvp(fam, b, theta, a):
     """Hessian-vector products ∇²f(θ)·v (forward over reverse) through ``adj.solve``: one
     factorization per product, every tangent and cotangent solve on it."""
     jax, jnp = _jax_setup()
+    # the solve stack only in the children of the rows that measure it
     import adjoints.jax as adj
 
     aj, bj, tj = jnp.asarray(a), jnp.asarray(b), jnp.asarray(theta)
@@ -171,10 +179,6 @@ DT = 0.05
 
 def _heat(nx: int):
     """(fam, eye values, f, g, θ) of the heat problem with n = nx·nx unknowns (ny = nx − 1)."""
-    import numpy as np
-
-    import linops as lo
-
     fam, load = lo.testing.poisson_family(nx, nx - 1)
     P = fam.pattern
     eye = (P.rows == P.indices).astype(float)
@@ -186,9 +190,7 @@ def _heat_numpy(nx, steps):
     """The numpy path of the heat loop: ``sv.init`` once, ``steps`` forward solves, ``steps``
     adjoint solves on the same factors, ∂A kept lazy as one ``lo.LowRank(−Λ, U)`` and contracted
     by ``fam.pullback`` once — the reverse time loop a user writes by hand."""
-    import numpy as np
-
-    import linops as lo
+    # the solve stack only in the children of the rows that measure it
     import solvers as sv
 
     fam, eye, f, g, theta = _heat(nx)
@@ -215,10 +217,6 @@ def _heat_scipy(nx, steps):
     """A hand-written scipy adjoint of the heat loop: one ``splu``, ``trans='T'`` solves, the
     gradient on the stored entries accumulated per step and mapped to θ by Mᵀ (what linops is
     compared with)."""
-    import numpy as np
-    import scipy.sparse as sp
-    import scipy.sparse.linalg as spl
-
     fam, eye, f, g, theta = _heat(nx)
     P = fam.pattern
     M = fam.M.to_scipy()
@@ -248,7 +246,7 @@ def _heat_jax(form):
     Each call perturbs θ, so every call factorizes its own matrix (counted: 1 per call)."""
     def build(nx, steps):
         jax, jnp = _jax_setup()
-        import linops as lo
+        # the solve stack only in the children of the rows that measure it
         import adjoints.jax as adj
 
         fam, eye, f, g, theta = _heat(nx)
@@ -289,9 +287,8 @@ def _vmap32(nx, steps):
     factorizations on one symbolic analysis (``sv.init(like=)``; PARDISO keeps them in slots of
     one handle), counted."""
     jax, jnp = _jax_setup()
-    import numpy as np
 
-    import linops as lo
+    # the solve stack only in the children of the rows that measure it
     import adjoints.jax as adj
 
     fam, b = lo.testing.poisson_family(nx)
@@ -311,9 +308,7 @@ def _vmap32(nx, steps):
 def _separate32(nx, steps):
     """32 separate ``sv.init`` (Auto) + solve of the same 32 value sets (32 analyses): the
     baseline of ``vmap32`` (target: vmap32 ≤ 0.8× this)."""
-    import numpy as np
-
-    import linops as lo
+    # the solve stack only in the children of the rows that measure it
     import solvers as sv
 
     fam, b = lo.testing.poisson_family(nx)
@@ -334,9 +329,8 @@ def _jacrev(nx, steps):
     """``jax.jit(jax.jacrev)`` of u = A⁻¹b w.r.t. b: one factorization and one multi-column
     transposed solve (the host solve calls are counted)."""
     jax, jnp = _jax_setup()
-    import numpy as np
 
-    import linops as lo
+    # the solve stack only in the children of the rows that measure it
     import adjoints.jax as adj
 
     fam, b = lo.testing.poisson_family(nx)
@@ -358,6 +352,7 @@ def _adj_alg(alg, posdef=None):
     comparison, θ perturbed per call."""
     def build(nx, steps):
         jax, jnp = _jax_setup()
+        # the solve stack only in the children of the rows that measure it
         import adjoints.jax as adj
 
         fam, b, theta, a = _problem(nx)
@@ -393,6 +388,7 @@ def _klujax(nx, steps):
     """The peer klujax (``klujax.solve`` on COO indices) under jit(value_and_grad): KLU
     factorizes for the solve and again for its transpose (2 per gradient)."""
     jax, jnp = _jax_setup()
+    # optional: klujax, a peer (the bench extra)
     import klujax
 
     fam, b, theta, a = _problem(nx)
@@ -409,6 +405,7 @@ def _splineax(nx, steps):
     """The peer splineax (lineax + KLU): ``linear_solve`` with its KLU solver, which reuses its
     factorization for the transposed solve (1 per gradient)."""
     jax, jnp = _jax_setup()
+    # optional: jax (the jax extra)
     from jax.experimental import sparse as jsp
     import splineax
 

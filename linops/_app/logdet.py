@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 import adjoints as ad
 import linops as lo
@@ -163,8 +164,6 @@ def measure_workaround(nx: int, fraction: float) -> dict:
 def tight_binding_family(L: int, seed: int = 0):
     """H(ε) = hopping (−1 between neighbours of an L×L square lattice) + diag(ε): one parameter
     per site (``AffineSparse.from_elements`` with 1×1 elements); ε uniform in [−1, 1]."""
-    import scipy.sparse as sp
-
     n = L * L
     idx = np.arange(n).reshape(L, L)
     i = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
@@ -211,8 +210,6 @@ def _exact_family(kind: str, dtype):
     'spd' is the Q4 family itself; 'hpd' adds 0.1i·(S − Sᵀ) for a random S on its pattern (a
     Hermitian imaginary part); 'general' adds S − 1.5 I (and a random imaginary part for
     complex dtypes): not Hermitian, for the LU engines only. n = 42 unknowns, 36 parameters."""
-    import scipy.sparse as sp
-
     fam, _ = lo.testing.poisson_family(6)
     if kind == "spd":
         return fam

@@ -193,6 +193,7 @@ def _linops_jax(fam, b, theta, a, spd=True):
     import jax  # optional dependencies: imported only by the methods that use them
 
     jax.config.update("jax_enable_x64", True)
+    # optional: jax (the jax extra)
     import jax.numpy as jnp
 
     import adjoints.jax as adj
@@ -351,9 +352,11 @@ def _dense_gradient(fam, b, theta, a, spd=True):
 def _jax_spsolve(fam, b, theta, a, spd=True):
     """f through ``jax.experimental.sparse.linalg.spsolve`` and ``jax.value_and_grad``: JAX's
     own sparse path, a fresh factorization for the solve and another for its transpose."""
+    # optional: jax (the jax extra)
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    # optional: jax (the jax extra)
     import jax.numpy as jnp
     from jax.experimental.sparse.linalg import spsolve
 
@@ -377,9 +380,11 @@ def _jax_spsolve(fam, b, theta, a, spd=True):
 def _dense_jax(fam, b, theta, a, spd=True):
     """f with K scattered into a dense n×n jax array and ``jnp.linalg.solve``: O(n²) memory,
     O(n³) time; only run for small n."""
+    # optional: jax (the jax extra)
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    # optional: jax (the jax extra)
     import jax.numpy as jnp
 
     P = fam.pattern

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import _sparsetools as st
 
 from .._algebra import as_operator
 from .assembly_input import (check_coo, check_coo_ranges, check_elements, check_range,
@@ -55,8 +57,6 @@ def assemble_terms(terms: Sequence, offset=None) -> Parts:
     >>> parts.pattern.nnz, parts.MH.shape
     (3, (2, 3))
     """
-    import scipy.sparse as sp
-
     ops = [_as_sparse(K, f"terms[{i}]") for i, K in enumerate(terms)]
     if not ops:
         raise ValueError("from_terms needs at least one term")
@@ -191,8 +191,6 @@ def _sorted_dofs(dofs, newidx):
 def _element_pattern(ds, nf: int) -> Pattern:
     """K's pattern = pattern(E Eᵀ), E the free-dof × element incidence, as a boolean sparse
     product (logical or: a dof shared by any number of elements cannot wrap to zero)."""
-    import scipy.sparse as sp
-
     ne = ds.shape[0]
     live = ds >= 0
     nlive = live.sum(axis=1)
@@ -287,7 +285,7 @@ def _slot_search(pattern: Pattern):
     indptr, indices = pattern.indptr, pattern.indices
     n_row, n_col = pattern.shape
     try:
-        from scipy.sparse._sparsetools import csr_sample_offsets
+        from scipy.sparse._sparsetools import csr_sample_offsets  # private scipy API: guarded
     except ImportError:  # pragma: no cover - scipy private API moved
         keys = pattern.rows.astype(np.int64) * n_col + indices
 
@@ -303,8 +301,6 @@ def _slot_search(pattern: Pattern):
 def _element_lift(Ke, dofs, bc: Dirichlet, n_params: int) -> Sparse:
     """Bᴴ for the prescribed values: column e of B is element e's free × fixed block times g,
     from the elements that touch both kinds of dof only."""
-    import scipy.sparse as sp
-
     fx = ~bc.is_free[dofs]
     touch = np.flatnonzero(fx.any(axis=1) & ~fx.all(axis=1))
     d = dofs[touch]
@@ -331,8 +327,6 @@ def _element_triplets(Ke, dofs):
 # ----- COO triplets -----------------------------------------------------------------------------
 def _coo_maps(rows, cols, values, param, bc: Dirichlet, P: int):
     """(pattern, Mᴴ, Bᴴ or None) of general triplets: eliminate, then sort within rows."""
-    import scipy.sparse as sp
-
     lift = None
     if bc.nf < bc.n:
         fr, fc = bc.is_free[rows], bc.is_free[cols]
@@ -356,9 +350,6 @@ def _coo_core(rows, cols, values, param, n: int, P: int):
     per-row sort orders the columns; equal neighbours share a slot (the pattern). Mᴴ is then
     one more COO → CSR, by parameter: the triplets arrive in slot order, so each parameter's
     row is already sorted and repeated (parameter, slot) pairs are summed by scipy."""
-    import scipy.sparse as sp
-    from scipy.sparse import _sparsetools as st
-
     N = rows.size
     it = index_dtype(max(N, n), (n, n))
     indptr = np.empty(n + 1, dtype=it)

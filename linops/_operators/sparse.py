@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._backend import backend_of, conj, dtype_of, namespace, seal, snapshot, to_numpy
 from .._base import LinearOperator
@@ -21,6 +22,7 @@ from .._generics import (_inner, _inner_by_k, _sample, _to_dense, abs_apply, adj
                         conjugate, csr_parts, sample_pattern, structure, structure_key,
                         with_dtype)
 from .._pytree import _set, operator
+from .matrixfree import MatrixFree
 
 
 @operator
@@ -121,8 +123,6 @@ class Sparse(LinearOperator):
         >>> S.values, S.pattern.nnz                     # the two (0, 1) entries were summed
         (array([3., 5.]), 2)
         """
-        import scipy.sparse as sp
-
         if not sp.issparse(S):
             raise UnsupportedOperandError(f"Sparse.from_scipy needs a scipy sparse matrix or "
                                           f"array, got {type(S).__name__}")
@@ -146,8 +146,6 @@ class Sparse(LinearOperator):
         array([[1., 0.],
                [0., 2.]])
         """
-        import scipy.sparse as sp
-
         return sp.csr_array((np.array(to_numpy(self.values)), self.pattern.indices.copy(),
                              self.pattern.indptr.copy()), shape=self.shape)
 
@@ -230,8 +228,6 @@ def _(A: Sparse, X, adjoint: bool = False):
 def _(A: Sparse):
     """Aᴴ through the backend's native transposed view of the CSR arrays: no sorted transposed
     pattern (a sort and 16 bytes per stored entry), O(nnz) per product."""
-    from .matrixfree import MatrixFree
-
     be = backend_of(A.values)
     return MatrixFree((A.shape[1], A.shape[0]), A.dtype,
                       lambda X: be.spmm_adjoint(A.values, A.pattern, X), lambda X: A @ X)

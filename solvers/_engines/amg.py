@@ -9,11 +9,14 @@ in :class:`AMGReuse` (``cache.factor.amg``).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyamg
+from pyamg.relaxation.smoothing import change_smoothers
 
 import linops as lo
 from linops.internals import ShapeError, snapshot, to_numpy
@@ -184,8 +187,6 @@ def _pyamg_hierarchy(spec: AMG, S, aggregates=None):
     """pyamg's hierarchy of S. Smoothed aggregation keeps each level's aggregation (``AggOp``,
     n entries) for numeric rebuilds and drops the rest of what ``keep`` retains; with
     ``aggregates`` the aggregation is predefined (strength and aggregation are skipped)."""
-    import pyamg
-
     if spec.kind != "sa":
         return pyamg.ruge_stuben_solver(S, **spec.options)
     opts = dict(spec.options)
@@ -268,10 +269,6 @@ class _AMGPrecond(Preconditioner):
         level's smoothers are replaced (O(nnz)), the coarse levels stay those of the old A, so
         residuals and fine-level smoothing are A's own. The adjoint hierarchy (non-Hermitian A)
         is recomputed on its kept aggregation when first needed."""
-        import copy
-
-        from pyamg.relaxation.smoothing import change_smoothers
-
         S = self.be.csr(A.values, A.pattern)
         old = self.ml.levels[0].A
         if hasattr(old, "symmetry"):

@@ -27,6 +27,7 @@ from linops.internals import backend_named, diagonal_of, structure, to_numpy
 from .._checks import as_dense_array, backend_of_problem, cast_rhs, precision, rcond_tol, split_complex
 from .._contract import Algorithm, Factor
 from .._errors import BackendNotSupported, NotPositiveDefiniteError, SingularMatrixError
+from .._factors import selinv as _selinv
 from .._factors.logdet import LogDet, from_diagonal, superlu_logdet
 from .._registry import register
 
@@ -217,8 +218,6 @@ class DenseLUFactor(Factor):
         return from_diagonal(self.be.xp.diagonal(lu), -1 if swaps % 2 else 1)
 
     def selected_inverse(self, shape):
-        from .._factors import selinv as _selinv
-
         return _selinv.dense(self, shape)
 
 
@@ -322,7 +321,6 @@ class SparseLUFactor(Factor):
         if not self.be.host_factors:
             raise BackendNotSupported("selected inversion of a cupyx SuperLU factor is not wired;"
                                       " factorize on the host (numpy arrays) with sv.LU()")
-        from .._factors import selinv as _selinv
 
         return _selinv.superlu(self, shape)
 
@@ -510,13 +508,12 @@ class DenseCholeskyFactor(Factor):
         return from_diagonal(d.astype(np.float64) ** 2)
 
     def selected_inverse(self, shape):
-        from .._factors import selinv as _selinv
-
         return _selinv.dense(self, shape)
 
 
 def _cholmod():
     """scikit-sparse's cholmod module, imported only when a sparse Cholesky is asked for."""
+    # optional: scikit-sparse (the cholmod extra)
     from sksparse import cholmod
 
     return cholmod
@@ -574,8 +571,6 @@ class CholmodFactor(Factor):
         return from_diagonal(cholmod_pivots(self.factor))
 
     def selected_inverse(self, shape):
-        from .._factors import selinv as _selinv
-
         return _selinv.cholmod(self, shape)
 
 

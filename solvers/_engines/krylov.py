@@ -632,6 +632,7 @@ def _on_cpu(x) -> bool:
 
 
 def _jax_krylov_core(op, M, b, x0, rtol, atol, *, method, maxiter, restart):
+    # optional: jax (the jax extra)
     import jax.scipy.sparse.linalg as jspl
 
     kw = dict(x0=x0, tol=rtol, atol=atol, maxiter=maxiter,
@@ -643,6 +644,7 @@ def _jax_krylov_core(op, M, b, x0, rtol, atol, *, method, maxiter, restart):
 
 @lru_cache(maxsize=1)
 def _jax_krylov():
+    # optional: jax (the jax extra)
     import jax
 
     return jax.jit(_jax_krylov_core, static_argnames=("method", "maxiter", "restart"))

@@ -40,6 +40,7 @@ from .._contract import Algorithm, Factor
 from .direct import check_rtol, not_posdef
 from .._errors import BackendNotSupported, HintWarning, SingularMatrixError, SolveError, \
     warn_caller
+from .._factors.logdet import pardiso_logdet
 from .._registry import Case, register
 
 INSTALL = 'pip install "linops[pardiso]"'
@@ -59,7 +60,7 @@ _ERRORS = {-1: "input inconsistent", -2: "not enough memory", -3: "reordering pr
 def _mkl():
     """(library, None) or (None, reason). The library is the MKL runtime pypardiso loads."""
     try:
-        from pypardiso.pardiso_wrapper import PyPardisoSolver
+        from pypardiso.pardiso_wrapper import PyPardisoSolver  # optional: the pardiso extra
     except ImportError:
         return None, (f"PARDISO needs pypardiso (Intel oneMKL): {INSTALL}; or use sv.LU() "
                       f"(SuperLU) or sv.Cholesky() (CHOLMOD)")
@@ -479,8 +480,6 @@ class PardisoFactor(Factor):
     def logdet(self):
         """The Hermitian positive definite types: Σ log of the pivots (O(n)); the unsymmetric
         ones raise BackendNotSupported (MKL factorizes a scaled, matched matrix)."""
-        from .._factors.logdet import pardiso_logdet
-
         return pardiso_logdet(self)
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 
 import linops as lo
 from linops.internals import ShapeError, structure
+from linops.petsc import PETScMatrix
 
 from .._acceptance import attainable, backward_error, verdict
 from .._checks import hermitian_defect, hermitian_tol, rcond_tol
@@ -32,6 +33,7 @@ from .._contract import Algorithm, Factor
 from .._errors import BackendNotSupported, ConvergenceError, SingularMatrixError, SolveError
 from .petsc_table import (BAD_COMPONENTS, SEQUENTIAL_FACTOR, SYMMETRIC_KSP, TABLE_VERSION,
                            TRANSPOSE_TABLE)
+from .._factors.logdet import LogDet
 from .._registry import Case, register
 from .._results import Status
 
@@ -62,7 +64,7 @@ _INSTALL = ('sv.PETSc needs petsc4py and mpi4py: apt-get install libpetsc-real-d
 
 def _lib():
     try:
-        from petsc4py import PETSc as lib
+        from petsc4py import PETSc as lib  # optional: the petsc extra
     except ImportError:
         raise BackendNotSupported(_INSTALL) from None
     return lib
@@ -271,8 +273,6 @@ def _petsc_hermitian_defect(A) -> tuple[float, float, None]:
 
 
 def _register_defect() -> None:
-    from linops.petsc import PETScMatrix
-
     hermitian_defect.register(PETScMatrix, _petsc_hermitian_defect)
 
 
@@ -288,8 +288,6 @@ def _optval(v) -> str:
 def _as_petsc_operator(A):
     """(PETScMatrix, temporary): A itself, or a sequential AIJ copy of a ``lo.Sparse`` on this
     process (temporary: the caller destroys it once the factor copied it)."""
-    from linops.petsc import PETScMatrix
-
     A = lo.aslinop(A)
     kind = structure(A)
     if kind == "petsc":
@@ -508,8 +506,6 @@ class _PETScFactor(Factor):
         hold no factorization of A (BackendNotSupported naming a direct solver); a complex
         build's Cholesky is refused (MUMPS factorizes complex matrices as symmetric LDLᵀ, not
         Hermitian: not verified here)."""
-        from .._factors.logdet import LogDet
-
         if self._retired:
             raise RuntimeError("this PETSc factor was replaced by update() or closed; use the "
                                "cache's factor")
@@ -781,6 +777,7 @@ class _PETScFactor(Factor):
             local = backward_error(np.abs(r.array), y.array + np.abs(b_np))
         finally:
             _destroy(ax, y)
+        # optional: mpi4py (the petsc extra)
         from mpi4py import MPI
 
         return float(self.comm.tompi4py().allreduce(local, op=MPI.MAX))

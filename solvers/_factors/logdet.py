@@ -26,6 +26,7 @@ from linops.internals import to_numpy
 
 from .._errors import BackendNotSupported, SingularMatrixError
 from .._results import LogDet
+from .selinv_kernels import cycle_count
 
 
 def permutation_sign(perm) -> int:
@@ -37,7 +38,6 @@ def permutation_sign(perm) -> int:
     (1, -1, 1)
     """
     p = np.asarray(perm, dtype=np.int64)
-    from .selinv_kernels import cycle_count
 
     return 1 if (p.size - cycle_count(p)) % 2 == 0 else -1
 

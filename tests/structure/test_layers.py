@@ -14,7 +14,12 @@ The data flow of DESIGN.md is a layering: linops (operators) <- solvers <- adjoi
    other function-level import is merely deferred, and does not tie the layers in a knot;
 5. solvers and adjoints reach linops through its public modules (``linops``, ``linops.petsc``,
    ``linops.testing``) and ``linops.internals``, the seam that lets linops reorganise its private
-   modules; exceptions are on :data:`ALLOWED_PRIVATE`.
+   modules; exceptions are on :data:`ALLOWED_PRIVATE`;
+6. the application layer (``linops/_app``, ``__main__``) uses the public modules and the
+   ``internals`` seams only, and the solvers' frame never imports an engine;
+7. every import inside a function — of any module, ours or not — says why it is not at module
+   level (an optional dependency, the one cycle, a benchmark child whose memory is measured):
+   a ``#`` comment on its line or above its run of imports.
 
 Every import counts: module-level and inside functions or methods, ``import a.b``, ``from a
 import b``, ``from . import b``, ``from ..a import b``, and ``importlib.import_module("a.b")``
@@ -459,3 +464,56 @@ def test_the_rules_report_a_frame_that_imports_an_engine(tmp_path):
     })
     assert [(i.importer, i.target) for i in frame_engine_imports(scan(root))] == \
         [("solvers._cache", "solvers._engines.auto")]
+
+
+# ----- imports inside functions ------------------------------------------------------------------
+def _is_import(line: str) -> bool:
+    s = line.lstrip()
+    return s.startswith("import ") or (s.startswith("from ") and " import " in s)
+
+
+def unreasoned_function_imports(root: pathlib.Path = ROOT, packages=PACKAGES) -> list[str]:
+    """``path:line: statement`` of every import inside a function (of any module, ours or not)
+    that does not say why it is there: a run of consecutive import lines is reasoned when one of
+    its lines carries a ``#`` comment or the line above the run is a comment. Module-level is the
+    default; an import moves into a function for a reason (an optional dependency, an import
+    cycle, a child process whose memory is measured), and the reason belongs beside it."""
+    bad = []
+    for path in sorted(p for pkg in packages for p in (root / pkg).rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").split("\n")
+        tree = ast.parse("\n".join(lines), str(path))
+        seen: set[int] = set()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in seen:
+                    continue
+                seen.add(node.lineno)
+                first = node.lineno - 1          # the run of import (and blank) lines it is in
+                while first > 0 and (_is_import(lines[first - 1]) or not lines[first - 1].strip()):
+                    first -= 1
+                run = [line for line in lines[first:node.end_lineno] if _is_import(line)]
+                if not (any("#" in line for line in run)
+                        or (first > 0 and lines[first - 1].strip().startswith("#"))):
+                    bad.append(f"{path.relative_to(root)}:{node.lineno}: "
+                               f"{lines[node.lineno - 1].strip()}")
+    return bad
+
+
+def test_every_function_level_import_states_its_reason():
+    bad = unreasoned_function_imports()
+    assert bad == [], "move these imports to module level, or say why they cannot be there " \
+                      "(a trailing or preceding # comment):\n" + "\n".join(bad)
+
+
+def test_the_rules_report_an_import_in_a_function_without_a_reason(tmp_path):
+    root = _tree(tmp_path, {"solvers/_a.py": (
+        "import numpy\n\n"
+        "def f():\n    import json\n    return json\n\n"
+        "def g():\n    import cupy  # optional: the gpu extra\n    import jax\n\n"
+        "def h():\n    # import cycle: _b imports this module\n    from . import _b\n\n"
+        "    from . import _c\n"
+        "def k():\n    x = 1\n    from . import _d\n")})
+    assert unreasoned_function_imports(root) == [
+        "solvers/_a.py:4: import json", "solvers/_a.py:18: from . import _d"]
