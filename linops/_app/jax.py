@@ -197,6 +197,7 @@ def _heat_numpy(nx, steps):
     P = fam.pattern
 
     def run():
+        """(loss, θ-gradient, f-gradient, factorizations) of one forward and reverse loop."""
         cache = sv.init(sv.LinearProblem(lo.Sparse(eye + DT * fam(theta).values, P), posdef=True))
         us = [np.zeros(P.shape[0])]
         for _ in range(steps):
@@ -223,6 +224,8 @@ def _heat_scipy(nx, steps):
     rows, cols = P.rows, P.indices
 
     def run():
+        """(loss, θ-gradient, f-gradient): one splu, the loop forward, then backward with
+        ``trans='T'`` on the same factors, ∂A accumulated on the stored entries."""
         A = sp.csr_array((eye + DT * (M @ theta), P.indices, P.indptr), shape=P.shape)
         lu = spl.splu(A.tocsc())
         us = [np.zeros(P.shape[0])]
@@ -245,6 +248,8 @@ def _heat_jax(form):
     or 'factorize' (adj.factorize outside a scan) — under jit(value_and_grad) w.r.t. θ and f.
     Each call perturbs θ, so every call factorizes its own matrix (counted: 1 per call)."""
     def build(nx, steps):
+        """(run, extra) for grid side ``nx`` and ``steps`` steps: ``run()`` one jitted
+        value-and-gradient call at a new θ, ``extra`` the factorization and solve counts."""
         jax, jnp = _jax_setup()
         # the solve stack only in the children of the rows that measure it
         import adjoints.jax as adj
@@ -351,6 +356,8 @@ def _adj_alg(alg, posdef=None):
     ('lu', 'cholesky'; None: sv.Auto with the ``posdef`` hint): the linops rows of the peer
     comparison, θ perturbed per call."""
     def build(nx, steps):
+        """(run, extra) for grid side ``nx`` (``steps`` is unused: one solve per call):
+        ``run()`` one jitted value-and-gradient call at a new θ, ``extra`` its counts."""
         jax, jnp = _jax_setup()
         # the solve stack only in the children of the rows that measure it
         import adjoints.jax as adj

@@ -1,10 +1,10 @@
-"""Lifetimes proven by memory, not counters (issue 16, item 4; the numpy engines).
+"""Lifetimes proven by memory, not counters (the numpy engines).
 
-Each pattern runs 300 times in a fresh subprocess: a cache is made, solves forward and adjoint,
-is updated, and is dropped. The process's RSS after ``gc.collect()`` is read after a warm-up
-and at the end; growth must stay under 50 MB — a leaked factorization of the 70×70 Poisson
-matrix used here costs 1–3 MB, so 300 of them would show as hundreds of MB. The JAX patterns
-are in ``tests/jax/test_lifetime.py``.
+Each pattern runs 200 times in a fresh subprocess: a cache is made, solves forward and adjoint,
+is updated, and is dropped. The process's RSS after ``gc.collect()`` is read after a warm-up of
+50 calls and at the end; growth must stay under 50 MB — a leaked factorization of the 70×70
+Poisson matrix used here costs 1–3 MB, so 150 of them would show as hundreds of MB. The JAX
+patterns are in ``tests/jax/test_lifetime.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from solvers.internals import entry
 
 ROOT = Path(__file__).resolve().parents[2]
-CALLS = 300
+CALLS = 200
 LIMIT_MB = 50.0
 
 SCRIPT = r"""
@@ -81,7 +81,7 @@ def _missing(pattern: str) -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_rss_stays_flat_over_300_caches(pattern):
+def test_rss_stays_flat_over_200_caches(pattern):
     why = _missing(pattern)
     if why:
         pytest.skip(why)
