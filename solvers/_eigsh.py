@@ -22,6 +22,7 @@ Results are checked: every returned pair has ‖Kv − λMv‖ ≤ ``residual_to
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg as la
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
@@ -153,8 +154,14 @@ def eigsh(A, k: int = 1, sigma: float | None = None, *, M=None, which: str = "LM
     extra = 1 if (k + 1 < n and which != "BE") else 0
     Aop = lo.aslinearoperator(A)
     Mop = None if M is None else lo.aslinearoperator(M)
+    # ARPACK's complex mode needs k < n − 1 (scipy otherwise calls a dense eig it refuses for
+    # operators): so small a problem is solved densely, exactly, with the same selection
+    dense = np.dtype(dtype).kind == "c" and k + extra >= n - 1
     try:
-        if sigma is None:
+        if dense:
+            cache = None if sigma is None else _shift_cache(A, float(sigma), alg, cache, M)
+            w, V = _dense_pairs(A, M, k + extra, sigma, which)
+        elif sigma is None:
             w, V = sla.eigsh(Aop, k + extra, which=which, tol=tol, maxiter=maxiter, ncv=ncv,
                              v0=v0)
             cache = None
@@ -250,6 +257,25 @@ def buckling(K, KG, k: int = 1, sigma: float = 0.0, **options) -> Eigenpairs:
     minus = (lo.Sparse.from_scipy(sp.csr_array(-KG.to_scipy())) if csr_parts(KG) is not None
              else -KG)
     return eigsh(K, k, sigma, M=minus, **options)
+
+
+def _dense_pairs(A, M, count: int, sigma, which: str):
+    """The ``count`` eigenpairs ARPACK's ``which`` (of ν = 1/(λ − σ) with a shift) ranks
+    first, from a dense Hermitian (generalized) eigendecomposition: for the n ≤ k + 2 where
+    ARPACK's complex mode cannot run. Vectors orthonormal (M-orthonormal), also within a
+    repeated eigenvalue. O(n³) on a tiny n."""
+    Ad = np.asarray(to_numpy(lo.to_dense(A)), dtype=np.complex128)
+    Md = None if M is None else np.asarray(to_numpy(lo.to_dense(M)), dtype=np.complex128)
+    w, V = la.eigh((Ad + Ad.conj().T) / 2, None if Md is None else (Md + Md.conj().T) / 2)
+    with np.errstate(divide="ignore"):
+        key = w if sigma is None else 1.0 / (w - sigma)
+    first = {"LM": -np.abs(key), "SM": np.abs(key), "LA": -key, "SA": key}
+    if which == "BE":   # alternately from the high and the low end, as ARPACK's BE
+        order = np.argsort(key, kind="stable")
+        idx = [order[-1 - i // 2] if i % 2 == 0 else order[i // 2] for i in range(count)]
+    else:
+        idx = np.argsort(first[which], kind="stable")[:count]
+    return w[idx], V[:, idx]
 
 
 def _last_by_which(w, sigma, which: str) -> int:

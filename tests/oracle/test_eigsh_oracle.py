@@ -6,9 +6,9 @@ inside the reference eigenspace of their cluster; gradients: Σ λ̄ᵢvᵢvᵢ�
 (λ̄ constant on every cluster: a function of the cluster's projector), eigenvector cotangents
 of a gauge-invariant f = Σ|aᴴvᵢ|² against the dense first-order formula on well-separated
 spectra; the gradient of one of several equal eigenvalues, and a cotangent at an eigenvalue
-whose equal partner was not computed, refused by name. What the oracle found in eigsh and
-left to its owner is marked xfail(strict) below, so it turns into a failure the day it is
-fixed."""
+whose equal partner was not computed, refused by name. What the oracle found in eigsh (a
+complex A with k ≥ n − 2: a bare TypeError of scipy's, also inside a repeated eigenvalue) has
+its own test below."""
 
 from __future__ import annotations
 
@@ -163,9 +163,6 @@ def test_eigsh_generated(case, k, where):
     if m.n < 2:
         return
     k = min(k, m.n - 1)
-    # a complex A with k ≥ n − 2 (eigsh asks ARPACK for one pair beyond k): a bare TypeError
-    # of scipy's (the xfail below), not asked here
-    assume(not (m.dtype.kind == "c" and k >= m.n - 2))
     w = np.linalg.eigvalsh(m.a.astype(np.complex128))
     sigma = float(np.median(w) + where * (w[-1] - w[0] + 1e-3))
     # equal eigenvalues among the wanted ones: shift-invert ARPACK returns vectors that are not
@@ -192,24 +189,15 @@ def test_vector_cotangent_next_to_an_uncomputed_partner_is_named():
         ad.eigsh_pullback(e, vectors_bar=np.ones((m.n, 1)), maxiter=20)
 
 
-@pytest.mark.xfail(strict=True, reason="found by this oracle (eigsh, another engineer's file): a "
-                                       "complex Hermitian A with k ≥ n − 2 (one pair beyond k is "
-                                       "computed) raises scipy's bare TypeError 'Cannot use "
-                                       "scipy.linalg.eig for LinearOperator A with k >= N - 1'")
-def test_complex_eigsh_with_k_n_minus_2_is_answered_or_named():
+def test_complex_eigsh_with_k_n_minus_2_is_answered_densely():
+    """ARPACK's complex mode needs k + 1 < n − 1: such a small A is answered by a dense
+    eigendecomposition (it raised scipy's bare TypeError)."""
     a = np.array([[-2.53, -2.95 - 0.32j, -0.69 - 1.03j], [-2.95 + 0.32j, -0.44, -1.79 + 0.26j],
                   [-0.69 + 1.03j, -1.79 - 0.26j, -0.63]])   # shrunk by the long profile
-    try:
-        e = sv.eigsh(a, 1, sigma=7.1)
-    except (sv.SolveError, sv.BackendNotSupported, lo.ShapeError):
-        return
+    e = sv.eigsh(a, 1, sigma=7.1)
     assert abs(e.values[0] - np.linalg.eigvalsh(a)[2]) < 1e-10
 
 
-@pytest.mark.xfail(strict=True, reason="found by this oracle (eigsh, another engineer's file): "
-                                       "shift-invert eigsh inside a repeated eigenvalue returns "
-                                       "eigenvectors that are not orthonormal (|vᵢᴴvⱼ| = 7e-4) "
-                                       "with no error")
 def test_eigsh_vectors_of_a_repeated_eigenvalue_are_orthonormal():
     rng = np.random.default_rng(0)
     q, _ = np.linalg.qr(rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4)))
