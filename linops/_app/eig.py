@@ -38,7 +38,7 @@ import solvers as sv
 from . import docs
 from .child import in_child, positive
 from .legends import legend
-from .report import markdown_table, publish
+from .report import closing_lines, markdown_table, publish
 
 METHODS = ("linops", "linops, alg=Pardiso", "scipy")
 
@@ -225,11 +225,7 @@ def format_rows(rows: list[dict]) -> str:
                    f"{fd['rho_err4']:.1e}; the 2-point stencil at the same h: θ "
                    f"{fd['theta_err2']:.1e}, ρ {fd['rho_err2']:.1e} (its own truncation error; "
                    f"load {fd['load']:.1f})")
-    for r in rows:
-        if "skipped" in r:
-            out.append(f"{r['row']}: {r['skipped']}")
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    out.append(f"load average at the end: {load} ({os.cpu_count()} cores)")
+    out += closing_lines(rows)
     return "\n\n".join(out)
 
 

@@ -26,7 +26,6 @@ Rows and the targets they print:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -42,7 +41,7 @@ from . import docs
 from .child import hwm, in_child, reset_peak, rss_now
 from .legends import legend
 from .names import Names
-from .report import markdown_table, publish
+from .report import closing_lines, markdown_table, publish
 
 ENGINES = ("cholmod", "superlu", "pardiso", "auto", "auto-asks")
 #: the rows of sv.Auto: the plain user code (the gradient's query chooses the engine), and the
@@ -329,11 +328,7 @@ def format_rows(rows: list[dict]) -> str:
                    f"{r['grad_s'] * 1e3:.1f} ms, {r['factorizations']} factorization; central "
                    f"differences at sites {r['fd_sites']}: max relative error "
                    f"{r['fd_max_rel_err']:.1e}")
-    for r in rows:
-        if "skipped" in r:
-            out.append(f"{r['row']}: {r['skipped']}")
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    out.append(f"load average at the end: {load} ({os.cpu_count()} cores)")
+    out += closing_lines(rows)
     return "\n\n".join(out)
 
 

@@ -39,7 +39,7 @@ import solvers as sv
 from . import docs
 from .child import hwm, in_child, positive, reset_peak, rss_now
 from .legends import legend
-from .report import markdown_table, publish
+from .report import closing_lines, markdown_table, publish
 
 VARIANTS = ("QR solve", "value + ∂A", "value + ∂A on pattern")
 
@@ -274,11 +274,7 @@ def format_rows(rows: list[dict]) -> str:
         out.append("LinearSolve.jl's square rule for a non-square A: ∂A of f = Σ A⁺b "
                    "against central differences\n"
                    + markdown_table(cells, list(cells[0])))
-    for r in rows:
-        if "skipped" in r:
-            out.append(f"{r.get('variant', r['row'])}: {r['skipped']}")
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    out.append(f"load average at the end: {load} ({os.cpu_count()} cores)")
+    out += closing_lines(rows, "variant")
     return "\n\n".join(out)
 
 

@@ -158,6 +158,14 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(out)
 
 
+def closing_lines(rows: list[dict], label: str = "row") -> list[str]:
+    """The lines a section's report ends with: each row that did not run (its ``label`` field,
+    else its ``row``) with why, then the load average and the cores."""
+    out = [f"{r.get(label, r['row'])}: {r['skipped']}" for r in rows if "skipped" in r]
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return out + [f"load average at the end: {load} ({os.cpu_count()} cores)"]
+
+
 def publish(out: Path, name: str, text: str, rows: list[dict], argv, docs: Path | None = None,
             section: str | None = None) -> None:
     """Print a section's table with its column legend and write both (:func:`write_section`)
