@@ -60,17 +60,45 @@ TRANSFORMS = {
 
 
 def _stats_of(fn):
-    """Counters of one run of ``fn``; ``live`` is what the run left alive (other tests' compiled
-    loops may still hold their one kept generation: not this run's)."""
+    """Counters of one run of ``fn``; ``live`` is how many factorizations the run made and left
+    alive: keys alive after it that were not alive before it (other tests' garbage, freed during
+    the run, is not subtracted from a count; their compiled loops may still hold their one kept
+    generation: not this run's)."""
     gc.collect()
     adj.reset_stats()
-    before = adj.stats().live
+    before = STORE.keys()
     jax.block_until_ready(fn())
     gc.collect()
     s = adj.stats()
-    s.live -= before
-    s.peak_live -= before
+    s.live = len(STORE.keys() - before)
+    s.peak_live -= len(before)
     return s
+
+
+def test_live_is_the_store_count_and_a_run_is_judged_by_its_own_keys():
+    """An older factorization, made before the reset and freed during the measured run, is
+    neither a negative ``live`` nor subtracted from what the run left alive."""
+    K = lo.Sparse.from_scipy(sp.csr_array(np.array([[0.0, 2.0], [3.0, 1.0]])))
+    old = adj.factorize(K)                 # eager: alive as long as ``old`` holds it
+    gc.collect()
+    adj.reset_stats()
+    base = adj.stats().live
+    assert base == STORE.live() >= 1
+    del old                                # released after the reset
+    gc.collect()
+    s = adj.stats()
+    assert s.live == STORE.live() == base - 1 >= 0, s
+    old = adj.factorize(K)
+    gc.collect()
+
+    def frees_the_old_one():
+        nonlocal old
+        old = None
+        gc.collect()
+        return jax.jit(lambda b: adj.solve(K, b))(jnp.ones(2))
+
+    s = _stats_of(frees_the_old_one)
+    assert (s.factorizations, s.live) == (1, 0), s   # the old code said live == -1
 
 
 def settle():
