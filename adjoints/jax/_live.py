@@ -315,13 +315,18 @@ class Store:
         """Zero the counters (live factorizations are not touched; ``peak_live`` restarts)."""
         with self.lock:
             self._drain()
-            n = len(self._entries)
-            self._counts = Stats(live=n, peak_live=n)
+            self._counts = Stats(peak_live=len(self._entries))   # live is never a counter
 
     def live(self) -> int:
         """Number of factorizations alive now."""
         with self.lock:
             return len(self._entries)
+
+    def keys(self) -> frozenset:
+        """The keys of the factorizations alive now (what a measurement started with, so that
+        what it leaves alive is told apart from older factorizations freed meanwhile)."""
+        with self.lock:
+            return frozenset(self._entries)
 
     # ----- making and finding -----------------------------------------------------------------
     def add(self, cache, spec: Spec, *, holders: int = 0) -> int:
@@ -338,9 +343,7 @@ class Store:
             self._entries[k] = e
             if not holders:
                 self._run_keys.add(k)
-            n = len(self._entries)
-            self._counts.live = n
-            self._counts.peak_live = max(self._counts.peak_live, n)
+            self._counts.peak_live = max(self._counts.peak_live, len(self._entries))
             return k
 
     def lookup(self, k: int, values: np.ndarray):
@@ -616,7 +619,6 @@ class Store:
                 for hook in self._release_hooks:
                     hook(int(k))
                 dead.append(e.cache)
-        self._counts.live = len(self._entries)
         e = None   # no reference left here: the caches die on the host thread
         HOST.discard(dead)
 

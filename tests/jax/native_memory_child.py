@@ -1,7 +1,7 @@
 """Child process of tests/jax/test_native.py: jax_memory_child's patterns with sv.KLU, whose
 solves inside loops run as XLA FFI calls; prints RSS growth and the native table's sizes.
 
-    python tests/jax/native_memory_child.py PATTERN CALLS
+    python tests/jax/native_memory_child.py PATTERN[,PATTERN...] CALLS
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ from solvers.internals import native  # noqa: E402
 child.ALG = "klu"   # read at call time by every pattern of jax_memory_child
 
 if __name__ == "__main__":
-    r = child.main(sys.argv[1], int(sys.argv[2]))
-    c = native().counts()
-    r.update(native_factors=c["factors"], aliases=c["aliases"],
-             native_calls=_native.TOTALS["native_calls"] + c["native_calls"])
-    print("@@" + json.dumps(r))
+    # one pattern, or several (comma-separated) measured one after the other in this process;
+    # native_calls per pattern, the table's sizes after each
+    for name in sys.argv[1].split(","):
+        calls0 = _native.TOTALS["native_calls"] + native().counts()["native_calls"]
+        r = child.main(name, int(sys.argv[2]))
+        c = native().counts()
+        r.update(native_factors=c["factors"], aliases=c["aliases"],
+                 native_calls=_native.TOTALS["native_calls"] + c["native_calls"] - calls0)
+        print("@@" + json.dumps(r), flush=True)

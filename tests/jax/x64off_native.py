@@ -1,6 +1,6 @@
 """The native JAX solves with jax_enable_x64 OFF: float32/complex64 through the FFI handler.
 
-Run by ``tests/jax/test_native.py`` in a fresh interpreter (``--noconftest``: tests/conftest.py
+Run by ``tests/jax/test_x64off.py`` in a fresh interpreter (``--noconftest``: tests/conftest.py
 forces x64 on). The same loops as there, against the callback path (bit for bit) and dense jnp
 autodiff at single-precision tolerances.
 """
