@@ -147,7 +147,7 @@ SECTION_RUNS = {
     "torch": (["torch", "--quick", "--nx", "4", "--jacrev-nx", "4", "--edges", "200",
                "--methods", "torch autograd", "jacrev", "gnn backward"], "torch"),
     "petsc": (["petsc", "--nx", "4", "--methods", "hand,linops"], "petsc4py"),
-    "eig": (["eig", "--nx", "8", "--k", "3"], None),
+    "eig": (["eig", "--nx", "8", "--k", "3", "--repeat", "1"], None),
     "lstsq": (["lstsq", "--m", "400", "--n", "100", "--repeat", "1"], "sparseqr"),
 }
 
