@@ -1,6 +1,6 @@
-"""What the framework front ends (``adjoints.torch``; the same ideas live in ``adjoints.jax``)
-share about host factorizations: the one thread that makes and frees them, and the exact
-comparison of the values a factorization was made from.
+"""What the framework front ends (``adjoints.jax``, ``adjoints.torch``) share about host
+factorizations: the one thread that makes and frees them (one for both front ends), the key of
+an algorithm, and the exact comparison of the values a factorization was made from.
 
 One host thread. scipy's SuperLU keeps per-thread bookkeeping of its allocations: a factor
 made on one thread and freed on another never returns its memory (measured under JAX: +17 MB
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["HostThread", "HOST", "probe_of", "same_values"]
+__all__ = ["HostThread", "HOST", "alg_key", "probe_of", "same_values"]
 
 
 class HostThread:
@@ -77,6 +77,16 @@ class HostThread:
 
 
 HOST = HostThread()
+
+
+def alg_key(alg):
+    """``alg`` itself as a dictionary key where it is hashable (a frozen algorithm dataclass),
+    else its identity."""
+    try:
+        hash(alg)
+        return alg
+    except TypeError:
+        return ("id", id(alg))
 
 
 def probe_of(values: np.ndarray) -> tuple:

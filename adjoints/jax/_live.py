@@ -46,15 +46,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 import linops as lo
-import solvers as sv
 from solvers.internals import Factor
+
+from .._host_common import HOST, alg_key
 
 __all__ = ["Stats", "Spec", "Entry", "Store", "STORE", "HOST", "POOL_KEEP", "probe_of",
            "stats", "reset_stats", "live"]
@@ -64,44 +64,6 @@ _EPS = 1e-9         # shares are fractions (a site's consumers over its factoriz
 _PROBES = 64        # values compared cheaply before all of them
 
 
-class _HostThread:
-    """Runs host work on one dedicated thread (inline when already on it)."""
-
-    def __init__(self):
-        self._pool = None
-        self._lock = threading.Lock()
-        self._ident = None
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="adjoints-jax-host")
-                self._ident = self._pool.submit(threading.get_ident).result()
-            return self._pool
-
-    def on_host(self) -> bool:
-        return self._ident is not None and threading.get_ident() == self._ident
-
-    def call(self, fn, *args):
-        """``fn(*args)`` on the host thread; its exceptions are raised here."""
-        if self.on_host():
-            return fn(*args)
-        return self._executor().submit(fn, *args).result()
-
-    def discard(self, objs) -> None:
-        """Drop the last references to ``objs`` on the host thread (not waiting for it)."""
-        if not objs:
-            return
-        if self.on_host():
-            objs.clear()
-            return
-        try:
-            self._executor().submit(objs.clear)
-        except RuntimeError:   # interpreter shutdown: the executor is gone; nothing to keep
-            objs.clear()
-
-
-HOST = _HostThread()
 
 
 @dataclass
@@ -156,14 +118,6 @@ class Stats:
     queries: int = 0
 
 
-def _alg_key(alg):
-    try:
-        hash(alg)
-        return alg
-    except TypeError:
-        return ("id", id(alg))
-
-
 @dataclass(frozen=True)
 class Spec:
     """What to factorize: the static pattern, the ``solvers`` algorithm, the problem hints,
@@ -183,7 +137,7 @@ class Spec:
     @property
     def key(self) -> tuple:
         """Hashable identity of the factorization this spec makes."""
-        return (self.pattern, _alg_key(self.alg), self.hermitian, self.posdef)
+        return (self.pattern, alg_key(self.alg), self.hermitian, self.posdef)
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, Spec) and self.key == other.key and self.needs == other.needs

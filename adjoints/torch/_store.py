@@ -39,7 +39,7 @@ import torch
 import linops as lo
 import solvers as sv
 
-from .._host_common import HOST, probe_of, same_values
+from .._host_common import HOST, alg_key, probe_of, same_values
 
 __all__ = ["Stats", "Spec", "spec_id", "spec_of", "spec_const", "REGISTRY", "ReleasedFactorizationError",
            "stats", "reset_stats", "live"]
@@ -129,14 +129,6 @@ class Spec:
                 f"explicit={self.explicit})")
 
 
-def _alg_key(alg):
-    try:
-        hash(alg)
-        return alg
-    except TypeError:
-        return ("id", id(alg))
-
-
 class _Specs:
     """id <-> Spec, least recently used last out; idle ones beyond IDLE_SPECS are dropped."""
 
@@ -147,7 +139,7 @@ class _Specs:
         self.lock = threading.RLock()
 
     def intern(self, pattern, alg, hermitian, posdef, explicit) -> Spec:
-        key = (pattern, _alg_key(alg), hermitian, posdef, explicit)
+        key = (pattern, alg_key(alg), hermitian, posdef, explicit)
         with self.lock:
             spec = self.by_key.get(key)
             if spec is None:
