@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -31,3 +33,16 @@ def _auto_profile():
     old = use_profile(sv.Profile())
     yield
     use_profile(old)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _freeze_survivors():
+    """What earlier modules left alive is frozen out of the cyclic collector (``gc.freeze``):
+    the lifetime tests' ``gc.collect()`` calls then scan only what this module made. A worker
+    that ran thousands of tests holds ~500 000 tracked objects (jax's caches, compiled
+    functions), and a full collection over them took 0.4 s; the lifetime tests make hundreds.
+    Garbage is collected first, so only live objects are frozen; what a test makes and drops
+    is collected as before, and the tests judge lifetimes by their own keys."""
+    gc.collect()
+    gc.freeze()
+    yield
