@@ -17,7 +17,7 @@ import numpy as np
 
 from linops.internals import ShapeError
 
-from ._factors import selinv_kernels as K
+from ._factors import kernels
 
 class Status(enum.Enum):
     """How a solve ended. ``SUCCESS`` and ``ACCURACY_LIMIT`` are results; the rest are failures
@@ -292,7 +292,7 @@ class SelectedInverse:
         out = np.zeros(rows.shape[0], dtype=self._XL.dtype)
         found = np.zeros(rows.shape[0], dtype=np.bool_)
         sup, rp, rw, xp, c2s = self._layout
-        K.lookup(self._icp[rows], self._irp[cols], sup, rp, rw, xp, c2s, self._XL, self._XU,
+        kernels().lookup(self._icp[rows], self._irp[cols], sup, rp, rw, xp, c2s, self._XL, self._XU,
                  self._hermitian, out, found)
         return out, found
 

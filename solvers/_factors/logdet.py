@@ -26,7 +26,7 @@ from linops.internals import to_numpy
 
 from .._errors import BackendNotSupported, SingularMatrixError
 from .._results import LogDet
-from .selinv_kernels import cycle_count
+from . import kernels
 
 
 def permutation_sign(perm) -> int:
@@ -39,7 +39,7 @@ def permutation_sign(perm) -> int:
     """
     p = np.asarray(perm, dtype=np.int64)
 
-    return 1 if (p.size - cycle_count(p)) % 2 == 0 else -1
+    return 1 if (p.size - kernels().cycle_count(p)) % 2 == 0 else -1
 
 
 def from_diagonal(d, extra_sign=1) -> LogDet:

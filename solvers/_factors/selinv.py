@@ -35,7 +35,7 @@ import numpy as np
 
 from linops.internals import to_numpy
 
-from . import selinv_kernels as K
+from . import kernels
 from .._errors import BackendNotSupported
 from .._results import SelectedInverse
 
@@ -43,7 +43,7 @@ from .._results import SelectedInverse
 # ----- engines -----------------------------------------------------------------------------------
 def _layout_arrays(sup, rp, rows, xp):
     n = int(sup[-1])
-    return (sup, rp, rows, xp, K.col_to_super(n, sup))
+    return (sup, rp, rows, xp, kernels().col_to_super(n, sup))
 
 
 def _finish(engine, shape, dtype, layout, XL, XU, hermitian, irp, icp):
@@ -53,7 +53,7 @@ def _finish(engine, shape, dtype, layout, XL, XU, hermitian, irp, icp):
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
-        bad = K.selinv_supernodal(sup, rp, rows, xp, XL, XU, hermitian)
+        bad = kernels().selinv_supernodal(sup, rp, rows, xp, XL, XU, hermitian)
     if bad:
         raise RuntimeError(f"selected inversion: supernode {bad - 1} needs an entry outside the "
                            f"factor's pattern (the pattern is not closed); please report this")
@@ -160,6 +160,7 @@ def _sort_columns(rp, rows, X):
 
 
 def superlu(f, shape) -> SelectedInverse:
+    K = kernels()
     lu = f.lu
     n = shape[0]
     perm_r = np.asarray(lu.perm_r, dtype=np.int64)
