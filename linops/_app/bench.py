@@ -21,6 +21,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import solvers as sv
+
 from . import docs, report
 from .legends import JAX_BASE, legend
 from .methods import DEFAULT, METHODS, PROBLEMS, installed
@@ -234,6 +236,23 @@ def auto_summary(rows: list[dict]) -> str:
     return ("\n\n" + "\n".join(lines)) if lines else ""
 
 
+def auto_profile_line(profile: sv.Profile | None = None) -> str:
+    """Which machine profile the ``auto`` rows' ``sv.Auto()`` read (``profile``: default the
+    user's file, as the children read it): its path, date and classes, or that there is none
+    and Auto chose by its fixed rules.
+
+    >>> auto_profile_line(sv.Profile(path="p.json")).startswith("sv.Auto's machine profile: none")
+    True
+    """
+    p = sv.Profile.load() if profile is None else profile
+    if not p.entries:
+        return (f"sv.Auto's machine profile: none ({p.path}): Auto chose by its fixed rules; "
+                f"`python -m linops tune` measures this machine's engines once and writes it")
+    classes = sorted({f"{e.get('class')} n = {e.get('n'):,}" for e in p.entries})
+    return (f"sv.Auto's machine profile: {p.path}, measured {p.meta.get('date', '?')} "
+            f"({', '.join(classes)})")
+
+
 def bench(argv=None) -> list[dict]:
     """Run the benchmark; returns the result rows (also written to ``--out``).
 
@@ -295,6 +314,8 @@ def bench(argv=None) -> list[dict]:
         rows = [r for r in results if r.get("problem", "spd") == kind]
         head = f"{kind} problem:\n" if len(args.problems) > 1 else ""
         parts.append(head + report.table(rows) + auto_summary(rows))
+    if any(r["method"] == "auto" and "time_s" in r for r in results):
+        parts.append(auto_profile_line())
     body = "\n\n".join(parts)
     print(f"{title}\n{body}\n{legend('main')}")
     md = (f"# python -m linops bench\n\n{title}.\n\nMeasured {meta['date']} on {meta['machine']} "
