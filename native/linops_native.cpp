@@ -481,16 +481,81 @@ PyObject* py_unalias(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// ----- patterns for the SDDMM handler ------------------------------------------------------------
+// rows/cols of a sparsity pattern, int32, held by reference: the arrays are Python objects whose
+// references the table keeps (Py_INCREF) until unregister_pattern; numpy never moves the data
+// of an array while it is referenced, so the pointers stay valid for the entry's life
+struct PatternRef {
+  const int32_t* rows = nullptr;
+  const int32_t* cols = nullptr;
+  int64_t nnz = 0;
+  int64_t nrows = 0, ncols = 0;
+  PyObject* owner_rows = nullptr;
+  PyObject* owner_cols = nullptr;
+};
+std::map<int64_t, PatternRef> g_pattern;  // under g_lock
+
+PyObject* py_register_pattern(PyObject*, PyObject* args) {
+  PyObject *r, *c;
+  long long nrows, ncols;
+  if (!PyArg_ParseTuple(args, "OOLL", &r, &c, &nrows, &ncols)) return nullptr;
+  View vr, vc;
+  if (!get_view(r, vr, PyBUF_C_CONTIGUOUS, "register_pattern rows") ||
+      !get_view(c, vc, PyBUF_C_CONTIGUOUS, "register_pattern cols"))
+    return nullptr;
+  if (!is_int32(vr.b) || !is_int32(vc.b) || vr.b.len != vc.b.len) {
+    PyErr_Format(PyExc_TypeError,
+                 "register_pattern: rows and cols must be int32 arrays of one length "
+                 "(got %zd and %zd bytes)", vr.b.len, vc.b.len);
+    return nullptr;
+  }
+  PatternRef p;
+  p.rows = static_cast<const int32_t*>(vr.b.buf);
+  p.cols = static_cast<const int32_t*>(vc.b.buf);
+  p.nnz = vr.b.len / 4;
+  p.nrows = nrows;
+  p.ncols = ncols;
+  p.owner_rows = r;
+  p.owner_cols = c;
+  Py_INCREF(r);
+  Py_INCREF(c);
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    id = new_id();
+    g_pattern[id] = p;
+  }
+  return PyLong_FromLongLong(id);
+}
+
+PyObject* py_unregister_pattern(PyObject*, PyObject* args) {
+  long long id;
+  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
+  PatternRef p;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_pattern.find(id);
+    if (it == g_pattern.end()) Py_RETURN_NONE;
+    p = it->second;
+    g_pattern.erase(it);
+  }
+  Py_DECREF(p.owner_rows);
+  Py_DECREF(p.owner_cols);
+  Py_RETURN_NONE;
+}
+
 PyObject* py_counts(PyObject*, PyObject*) {
-  size_t nf, ns, na;
+  size_t nf, ns, na, np_;
   {
     std::lock_guard<std::mutex> g(g_lock);
     nf = g_factor.size();
     ns = g_symbolic.size();
     na = g_alias.size();
+    np_ = g_pattern.size();
   }
-  return Py_BuildValue("{s:n,s:n,s:n,s:L,s:L,s:L,s:L}", "factors", (Py_ssize_t)nf, "symbolic",
-                       (Py_ssize_t)ns, "aliases", (Py_ssize_t)na, "forward_solves",
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:L,s:L,s:L,s:L}", "factors", (Py_ssize_t)nf, "symbolic",
+                       (Py_ssize_t)ns, "aliases", (Py_ssize_t)na, "patterns", (Py_ssize_t)np_,
+                       "forward_solves",
                        (long long)g_forward.load(), "transpose_solves",
                        (long long)g_transpose.load(), "fallbacks", (long long)g_fallbacks.load(),
                        "native_calls", (long long)g_native_solves.load());
@@ -733,6 +798,63 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(LinopsKluSolve, KluSolveImpl,
                                   .Attr<int64_t>("trans")
                                   .Attr<int64_t>("nbatch")
                                   .Attr<int64_t>("fallback"));
+// out[e] = sum_j U[rows[e], j] V[cols[e], j] on a registered pattern (no conjugation): the
+// values' cotangent of a solve or product, run inside a compiled loop without Python. U and V
+// are (n,) or (n, k) row-major, both float64 or both complex128 (the lowering checks).
+template <typename T>
+void sddmm_kernel(const PatternRef& p, const T* U, const T* V, T* out, int64_t k) {
+  for (int64_t e = 0; e < p.nnz; ++e) {
+    const T* u = U + static_cast<int64_t>(p.rows[e]) * k;
+    const T* v = V + static_cast<int64_t>(p.cols[e]) * k;
+    T acc = T(0);
+    for (int64_t j = 0; j < k; ++j) acc += u[j] * v[j];
+    out[e] = acc;
+  }
+}
+
+ffi::Error SddmmImpl(ffi::AnyBuffer U, ffi::AnyBuffer V, ffi::Result<ffi::AnyBuffer> res,
+                     int64_t pattern) {
+  PatternRef p;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_pattern.find(pattern);
+    if (it == g_pattern.end())
+      return ffi::Error(ffi::ErrorCode::kInternal,
+                        "adjoints.jax native SDDMM: its pattern is no longer registered");
+    p = it->second;
+  }
+  ffi::AnyBuffer out = *res;
+  auto ud = U.dimensions();
+  auto vd = V.dimensions();
+  const int64_t k = ud.size() == 2 ? ud[1] : 1;
+  const int64_t vk = vd.size() == 2 ? vd[1] : 1;
+  const ffi::DataType t = U.element_type();
+  if (ud.size() < 1 || ud.size() > 2 || vd.size() != ud.size() || k != vk ||
+      ud[0] != p.nrows || vd[0] != p.ncols || V.element_type() != t || out.element_type() != t ||
+      static_cast<int64_t>(out.element_count()) != p.nnz)
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
+                      "adjoints.jax native SDDMM: operands do not match the pattern");
+  if (t == ffi::DataType::F64) {
+    sddmm_kernel(p, static_cast<const double*>(U.untyped_data()),
+                 static_cast<const double*>(V.untyped_data()),
+                 static_cast<double*>(out.untyped_data()), k);
+  } else if (t == ffi::DataType::C128) {
+    using Z = std::complex<double>;
+    sddmm_kernel(p, static_cast<const Z*>(U.untyped_data()), static_cast<const Z*>(V.untyped_data()),
+                 static_cast<Z*>(out.untyped_data()), k);
+  } else {
+    return ffi::Error(ffi::ErrorCode::kInvalidArgument,
+                      "adjoints.jax native SDDMM: float64 or complex128 operands only");
+  }
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(LinopsSddmm, SddmmImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Attr<int64_t>("pattern"));
 #endif
 
 PyObject* py_ffi_handlers(PyObject*, PyObject*) {
@@ -740,6 +862,9 @@ PyObject* py_ffi_handlers(PyObject*, PyObject*) {
 #ifdef LINOPS_WITH_XLA_FFI
   PyObject* cap = PyCapsule_New(reinterpret_cast<void*>(&LinopsKluSolve), nullptr, nullptr);
   PyDict_SetItemString(d, "linops_klu_solve", cap);
+  Py_DECREF(cap);
+  cap = PyCapsule_New(reinterpret_cast<void*>(&LinopsSddmm), nullptr, nullptr);
+  PyDict_SetItemString(d, "linops_sddmm", cap);
   Py_DECREF(cap);
 #endif
   return d;
@@ -771,6 +896,9 @@ PyMethodDef methods[] = {
     {"counts", py_counts, METH_NOARGS, "counts() -> dict"},
     {"drain_counts", py_drain_counts, METH_NOARGS, "drain_counts() -> the counters, zeroed"},
     {"set_fallback", py_set_fallback, METH_VARARGS, "set_fallback(address)"},
+    {"register_pattern", py_register_pattern, METH_VARARGS,
+     "register_pattern(rows, cols, nrows, ncols) -> id (int32 arrays, referenced until unregister)"},
+    {"unregister_pattern", py_unregister_pattern, METH_VARARGS, "unregister_pattern(id)"},
     {"ffi_handlers", py_ffi_handlers, METH_NOARGS, "ffi_handlers() -> {name: capsule}"},
     {"versions", py_versions, METH_NOARGS, "versions() -> dict"},
     {nullptr, nullptr, 0, nullptr}};

@@ -61,7 +61,8 @@ from ._errors import _ERRC, _message, qualified_name, record
 __all__ = ["ENABLED", "available", "applies", "lower_solve"]
 
 TARGET = "linops_klu_solve"
-#: switch for tests and comparisons: False lowers every solve to the Python callback (a module
+#: switch for tests and comparisons: False lowers every solve (and every large SDDMM: the host
+#: products' callback) to the Python callback (a module
 #: global, as ``HOST_MIN_NNZ`` is for the host products)
 ENABLED = True
 
@@ -211,3 +212,51 @@ def lower_solve(ctx, keys, values, b, *, trans: str, nbatch: int, fallback):
     rule = jax.ffi.ffi_lowering(TARGET, has_side_effect=True)
     return rule(ctx, keys, values, b, trans=np.int64(0 if trans == "N" else 1),
                 nbatch=np.int64(nbatch), fallback=np.int64(fid))
+
+
+# ----- the values' cotangent: SDDMM on a registered pattern ---------------------------------------
+SDDMM_TARGET = "linops_sddmm"
+
+
+@lru_cache(maxsize=1)
+def sddmm_available() -> bool:
+    """True when the native SDDMM handler is built and registered with XLA (its own check: an
+    extension built before it had only the solve)."""
+    if not native_available():
+        return False
+    mod = native()
+    handlers = mod.ffi_handlers()
+    if SDDMM_TARGET not in handlers or not _same_ffi_api(mod.versions()["xla_ffi"]):
+        return False
+    jax.ffi.register_ffi_target(SDDMM_TARGET, handlers[SDDMM_TARGET], platform="cpu")
+    return True
+
+
+def sddmm_applies(ctx) -> bool:
+    """Whether an SDDMM being lowered for the CPU runs natively: the handler is built, U, V and
+    the result share one dtype, float64 or complex128 (others keep the host callback)."""
+    u, v = ctx.avals_in
+    out = ctx.avals_out[0]
+    return (ENABLED and u.ndim in (1, 2) and u.ndim == v.ndim and u.dtype == v.dtype == out.dtype
+            and np.dtype(out.dtype) in (np.float64, np.complex128) and sddmm_available())
+
+
+class _PatternTicket:
+    """Kept alive by the compiled module: the native table's reference to the pattern's index
+    arrays goes with it."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def __del__(self):
+        if native is not None:        # not at interpreter shutdown
+            native().unregister_pattern(self.pid)
+
+
+def lower_sddmm(ctx, U, V, *, rows: np.ndarray, cols: np.ndarray, shape):
+    """The FFI custom call ``linops_sddmm(U, V) -> values``: out[e] = Σⱼ U[rows[e], j]
+    V[cols[e], j]; the index arrays are registered with the native table for as long as the
+    compiled module lives (no index constants in the module, no Python per call)."""
+    pid = native().register_pattern(rows, cols, int(shape[0]), int(shape[1]))
+    ctx.module_context.add_keepalive(_PatternTicket(pid))
+    return jax.ffi.ffi_lowering(SDDMM_TARGET)(ctx, U, V, pattern=np.int64(pid))

@@ -40,6 +40,8 @@ from jax.interpreters import ad, batching, mlir
 import linops as lo
 from linops.internals import HOST_MIN_NNZ, ShapeError, sddmm
 
+from . import _native
+
 __all__ = ["spmm", "spmm_p", "sddmm_p", "index32", "sum_to_shape", "align_batch"]
 
 spmm_p = Primitive("adjoints_jax_spmm")
@@ -193,7 +195,15 @@ mlir.register_lowering(sddmm_p, _sddmm_gather)
 # n = 640 800 the first call of jit(value_and_grad) through adj.solve carried four 2.8·10⁶-entry
 # index constants and peaked at 1.63× the numpy gradient's memory. On the CPU, patterns from
 # HOST_MIN_NNZ entries run scipy's CSR product and linops' SDDMM in a host callback instead,
-# on the pattern's own arrays (no copy, no constant); results are the same.
+# on the pattern's own arrays (no copy, no constant); results are the same. The SDDMM in float64
+# and complex128 is the native FFI call where solvers._native is built (the pattern registered
+# with the executable: no Python per call, which inside a compiled loop was a callback per step).
+def _index_pair(pattern):
+    """The pattern's (rows, cols) as contiguous int32 arrays where they fit (see index32)."""
+    return (np.ascontiguousarray(index32(pattern.rows)),
+            np.ascontiguousarray(index32(pattern.indices)))
+
+
 def _host_callback(ctx, fn, args):
     outs, _, _ = mlir.emit_python_callback(ctx, fn, None, list(args), ctx.avals_in,
                                            ctx.avals_out, has_side_effect=False,
@@ -219,6 +229,11 @@ def _spmm_cpu(ctx, values, X, *, pattern, trans, nbatch):
 def _sddmm_cpu(ctx, U, V, *, pattern):
     if pattern.nnz < HOST_MIN_NNZ:
         return _sddmm_gather(ctx, U, V, pattern=pattern)
+    rows, cols = _index_pair(pattern)
+    if rows.dtype == np.int32 and _native.sddmm_applies(ctx):
+        # the native SDDMM: no Python per call, so a solve's values cotangent inside a
+        # compiled loop's backward pass costs its O(nnz·k) and nothing more
+        return _native.lower_sddmm(ctx, U, V, rows=rows, cols=cols, shape=pattern.shape)
     dtype = np.dtype(ctx.avals_out[0].dtype)
 
     def sample(u, v):

@@ -50,7 +50,7 @@ import scipy.sparse.linalg as spl
 
 import linops as lo
 
-from . import docs
+from . import docs, jax_native
 from .child import hwm, in_child, positive, reset_peak, rss_now
 from .legends import JAX_BASE, legend
 from .report import markdown_table as table
@@ -61,6 +61,7 @@ METHODS = ["numpy path", "adj jit value_and_grad", "spsolve + grad", "fam numpy"
 LOOP_METHODS = ["heat numpy", "heat scipy hand", "heat scan", "heat fori", "heat factorize"]
 BATCH_METHODS = ["vmap32", "32 separate", "jacrev"]
 PEER_METHODS = ["adj lu", "adj cholesky", "klujax", "splineax KLU"]
+NATIVE_METHODS = jax_native.METHODS   # --section native's rows ("adj.factorize KLU", ...)
 # --section base: the base install (neither CHOLMOD nor PARDISO importable in the children)
 BASE_METHODS = ["adj auto", "klujax", "splineax KLU", "spsolve + grad"]
 BLOCKED = ("sksparse", "pypardiso")   # what the base install lacks
@@ -537,8 +538,6 @@ def main(argv=None, out=None) -> list[dict]:
     ap.add_argument("--sizes", type=positive, nargs="+", default=[400, 800], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
-    from . import jax_native  # the native section's module, loaded with its parser
-
     ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2) + jax_native.METHODS,
                     default=None)
     ap.add_argument("--section", choices=["solve", "loops", "base", "native"], default="solve",

@@ -40,6 +40,7 @@ import numpy as np
 import linops as lo
 
 from .child import in_child
+from .legends import legend
 from .report import markdown_table as table
 from .report import publish
 
@@ -352,7 +353,9 @@ def _report(results, args, argv, load) -> list[dict]:
             f"average {min(load):.1f}–{max(load):.1f} (1 min) during the run")
     slim = [{k: v for k, v in r.items() if k != "grad"} for r in
             [dict(x["long"], short_cpu_s=x["short"].get("cpu_s")) for x in results]]
-    publish(args.out, "jax-native", text, slim, argv, args.write_docs, section="jax")
+    # the jax section's legend (it names the native rows' columns too), as jax-loops does
+    publish(args.out, "jax-native", f"{text}\n\n{legend('jax')}", slim, argv, args.write_docs,
+            section="jax")
     return results
 
 

@@ -31,7 +31,9 @@ N = P.shape[0]
 DIAG = (P.rows == P.indices).astype(float)
 BJ = jnp.asarray(B)
 ALG = "lu"       # SuperLU: the engine that leaked when freed on another thread
-HOST: list = []  # host-product lowerings, counted in the "-host" patterns
+HOST: list = []  # host-product lowerings, counted in the "-host" and "-native" patterns
+NATIVE: list = []  # native SDDMM lowerings, counted in the "-native" patterns
+WRAPPED: list = []  # the lowerings above are wrapped once per process
 
 
 def rss() -> int:
@@ -218,16 +220,26 @@ def call(fn, name, th, i):
 def main(name: str, calls: int) -> dict:
     fns, th = patterns()
     pattern = name
-    if name.endswith("-host"):  # the sparse products on the host (adjoints.jax._spmm), forced
+    forced = name.rpartition("-")[2]
+    if forced in ("host", "native"):
+        # the large-pattern products forced (adjoints.jax._spmm): "host", every SDDMM and SpMM
+        # in a Python callback; "native", the SDDMM as the native FFI call (its pattern held
+        # by the executable), the SpMM still on the host
+        from adjoints.jax import _native as _jax_native
         from adjoints.jax import _spmm as _jax_spmm
 
         _jax_spmm.HOST_MIN_NNZ = 0
-        real = _jax_spmm._host_callback
-        _jax_spmm._host_callback = lambda *a: HOST.append(1) or real(*a)
-        pattern = name[:-len("-host")]
+        _jax_native.ENABLED = forced == "native"
+        if not WRAPPED:
+            WRAPPED.append(True)
+            real = _jax_spmm._host_callback
+            _jax_spmm._host_callback = lambda *a: HOST.append(1) or real(*a)
+            real_native = _jax_native.lower_sddmm
+            _jax_native.lower_sddmm = lambda *a, **k: NATIVE.append(1) or real_native(*a, **k)
+        pattern = name[:-len(forced) - 1]
     fn = fns[pattern]
     name = pattern
-    host0 = len(HOST)
+    host0, native0 = len(HOST), len(NATIVE)
     for i in range(min(30, max(calls // 5, 10))):
         call(fn, name, th, i)
         if name.startswith("eager"):
@@ -244,11 +256,13 @@ def main(name: str, calls: int) -> dict:
     s = adj.stats()
     return {"pattern": pattern, "calls": calls, "grown_mb": (rss() - before) / 2**20,
             "factorizations": s.factorizations, "misses": s.misses, "live": s.live,
-            "host_lowerings": len(HOST) - host0, "seconds": time.perf_counter() - t0}
+            "host_lowerings": len(HOST) - host0, "native_sddmm_lowerings": len(NATIVE) - native0,
+            "seconds": time.perf_counter() - t0}
 
 
 if __name__ == "__main__":
     # one pattern, or several (comma-separated) measured one after the other in this process
-    # (a "-host" pattern forces the host products for the rest of the process: put them last)
+    # (a "-host" or "-native" pattern forces the large-pattern products for the rest of the
+    # process: put them last)
     for one in sys.argv[1].split(","):
         print("@@" + json.dumps(main(one, int(sys.argv[2]))), flush=True)

@@ -22,6 +22,7 @@ from jax.test_util import check_grads
 
 import linops as lo
 import adjoints.jax as adj
+from adjoints.jax import _native as _jax_native
 from adjoints.jax import _spmm as _jax_spmm
 from tests._cases.jax_cases import (CORE, FULL, battery_inputs, compare, jit_both, make_b, make_case,
                             rhs, rtol_for, scalar_loss)
@@ -31,8 +32,10 @@ C128, F32, C64 = np.complex128, np.float32, np.complex64
 
 @pytest.fixture
 def host_everywhere(monkeypatch):
-    """HOST_MIN_NNZ = 0, and afterwards proof that the host lowering was taken."""
+    """HOST_MIN_NNZ = 0, and afterwards proof that the host lowering was taken (the native
+    SDDMM off: the callback is what a build without the extension, and float32, runs)."""
     monkeypatch.setattr(_jax_spmm, "HOST_MIN_NNZ", 0)
+    monkeypatch.setattr(_jax_native, "ENABLED", False)
     lowered = []
     real = _jax_spmm._host_callback
     monkeypatch.setattr(_jax_spmm, "_host_callback",
@@ -163,6 +166,7 @@ def test_control_flow_on_the_host_path(form, monkeypatch):
     monkeypatch.setattr(_jax_spmm, "HOST_MIN_NNZ", 1 << 60)
     gather = jax.jit(jax.grad(f))(v)
     monkeypatch.setattr(_jax_spmm, "HOST_MIN_NNZ", 0)
+    monkeypatch.setattr(_jax_native, "ENABLED", False)
     lowered = []
     real = _jax_spmm._host_callback
     monkeypatch.setattr(_jax_spmm, "_host_callback",
@@ -172,3 +176,9 @@ def test_control_flow_on_the_host_path(form, monkeypatch):
     assert "sample" in lowered and adj.stats().factorizations == 1
     np.testing.assert_allclose(np.asarray(host), np.asarray(gather), rtol=1e-12,
                                atol=1e-12 * float(np.abs(np.asarray(gather)).max()))
+    if _jax_native.sddmm_available():   # the same loop with the native SDDMM in the body
+        monkeypatch.setattr(_jax_native, "ENABLED", True)
+        g = jax.jit(jax.grad(f))
+        assert "linops_sddmm" in g.lower(v).as_text()
+        np.testing.assert_allclose(np.asarray(g(v)), np.asarray(gather), rtol=1e-12,
+                                   atol=1e-12 * float(np.abs(np.asarray(gather)).max()))

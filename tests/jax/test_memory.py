@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from adjoints.jax import _native
+
 HERE = Path(__file__).resolve().parent
 CALLS = 150      # a leak of one ~1 MB factorization per call would be >= 150 MB: 3x the limit
 LIMIT_MB = 50
@@ -35,19 +37,22 @@ PATTERNS = {
     "while-newton": 3, "factorize-eager-loop": 1,
     "jit-grad-host": 1, "scan-unroll2-host": 1,   # the host products' callbacks (finding 20)
 }
+if _native.sddmm_available():   # the native SDDMM, where it is built (the patterns it holds)
+    PATTERNS.update({"jit-grad-native": 1, "scan-unroll2-native": 1})
 
 
 def test_rss_stays_flat_over_150_calls_of_every_pattern():
     """Every pattern in ONE child (one JAX import instead of one per pattern), each measured
     from its own warm-up and baseline; the "-host" patterns last (they force the host products
     for the rest of the process)."""
-    order = sorted(PATTERNS, key=lambda p: (p.endswith("-host"), p))
+    order = sorted(PATTERNS, key=lambda p: (p.endswith(("-host", "-native")), p))
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
     p = subprocess.run([sys.executable, str(HERE / "jax_memory_child.py"), ",".join(order),
                         str(CALLS)], capture_output=True, text=True, timeout=900, env=env,
                        cwd=HERE.parents[1])
-    got = {r["pattern"] + ("-host" if r["host_lowerings"] else ""): r
+    got = {r["pattern"] + ("-native" if r["native_sddmm_lowerings"] else
+                           "-host" if r["host_lowerings"] else ""): r
            for r in (json.loads(ln[2:]) for ln in p.stdout.splitlines() if ln.startswith("@@"))}
     assert p.returncode == 0 and set(got) == set(PATTERNS), (sorted(got), p.stderr[-3000:])
     bad = {}

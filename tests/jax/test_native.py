@@ -302,3 +302,78 @@ def test_a_handler_built_for_another_ffi_api_is_not_used():
     # the build's XLA FFI API against jaxlib's own: same major, minor no newer
     assert _native._same_ffi_api((0, 0))
     assert not _native._same_ffi_api((0, 999)) and not _native._same_ffi_api((99, 0))
+
+
+# ----- the values' cotangent: the native SDDMM ----------------------------------------------------
+def _big_pattern(monkeypatch, threshold=64):
+    """A random 60×50 pattern, and the host-product threshold lowered under it (the native SDDMM
+    and the host callbacks take patterns from HOST_MIN_NNZ entries)."""
+    from adjoints.jax import _spmm
+
+    monkeypatch.setattr(_spmm, "HOST_MIN_NNZ", threshold)
+    A = sp.random(60, 50, density=0.2, format="csr", random_state=3)
+    return lo.Sparse.from_scipy(A).pattern
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
+@pytest.mark.parametrize("k", [None, 3], ids=["vector", "3-columns"])
+def test_native_sddmm_equals_the_gather_and_holds_its_pattern_while_compiled(monkeypatch, dtype,
+                                                                            k):
+    from adjoints.jax import _spmm
+    from solvers.internals import native
+
+    P = _big_pattern(monkeypatch)
+    rng = np.random.default_rng(0)
+
+    def draw(m):
+        x = rng.standard_normal((m,) if k is None else (m, k))
+        return (x + 1j * rng.standard_normal(x.shape) if dtype == np.complex128 else x).astype(dtype)
+
+    U, V = draw(60), draw(50)
+    held = native().counts()["patterns"]
+    f = jax.jit(lambda U, V: _spmm.sddmm_p.bind(U, V, pattern=P))
+    text = f.lower(U, V).as_text()
+    assert "linops_sddmm" in text and "callback" not in text
+    got = np.asarray(f(U, V))
+    Uk, Vk = (U[:, None], V[:, None]) if k is None else (U, V)
+    ref = np.sum(Uk[P.rows] * Vk[P.indices], axis=1)       # no conjugation
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    assert native().counts()["patterns"] > held              # referenced by the executable
+    del f
+    jax.clear_caches()
+    import gc
+
+    gc.collect()
+    assert native().counts()["patterns"] == held             # released with it
+
+
+def test_mixed_dtypes_keep_the_host_callback(monkeypatch):
+    """float64 U with complex128 V (result complex): not the native handler's case."""
+    from adjoints.jax import _spmm
+
+    P = _big_pattern(monkeypatch)
+    U, V = np.ones(60), np.ones(50, np.complex128)
+    text = jax.jit(lambda U, V: _spmm.sddmm_p.bind(U, V, pattern=P)).lower(U, V).as_text()
+    assert "linops_sddmm" not in text and "callback" in text
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
+def test_a_loops_values_cotangent_runs_natively_and_matches_the_callback_path(monkeypatch, dtype):
+    """grad through a scan of native solves, with the pattern above the host threshold: every
+    step's values cotangent is the FFI SDDMM (no Python callback for it in the module), and
+    the gradients equal the all-callback path's (itself compared with dense autodiff above) to
+    rounding: the same products in another order."""
+    case = klu_case(dtype)
+    monkeypatch.setattr("adjoints.jax._spmm.HOST_MIN_NNZ", 1)
+    p, b = case.params, make_b(rhs(case), dtype)
+    loss = lambda p: jnp.sum(jnp.abs(loop_solve(case, "scan")(p, b)) ** 2)   # noqa: E731
+    g = jax.jit(jax.grad(loss))
+    text = g.lower(p).as_text()
+    assert "linops_sddmm" in text and "linops_klu_solve" in text
+    native_grad = g(p)
+    monkeypatch.setattr(_native, "ENABLED", False)
+    callback = jax.jit(jax.grad(loss))
+    assert "linops_sddmm" not in callback.lower(p).as_text()
+    for got, ref in zip(jax.tree.leaves(native_grad), jax.tree.leaves(callback(p))):
+        ref = np.asarray(ref)
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=0, atol=1e-12 * np.abs(ref).max())
