@@ -482,18 +482,15 @@ PyObject* py_unalias(PyObject*, PyObject* args) {
 }
 
 // ----- patterns for the SDDMM handler ------------------------------------------------------------
-// rows/cols of a sparsity pattern, int32, held by reference: the arrays are Python objects whose
-// references the table keeps (Py_INCREF) until unregister_pattern; numpy never moves the data
-// of an array while it is referenced, so the pointers stay valid for the entry's life
-struct PatternRef {
-  const int32_t* rows = nullptr;
-  const int32_t* cols = nullptr;
-  int64_t nnz = 0;
+// rows/cols of a sparsity pattern, copied (int32) and owned here: a compiled computation that is
+// still running after its Python executable was dropped (JAX dispatches asynchronously) must
+// still find its pattern, so an entry is never freed; the Python side registers each pattern
+// (by content) once per process, under a byte cap (adjoints.jax._native.PATTERN_BYTES_MAX)
+struct PatternData {
+  std::vector<int32_t> rows, cols;
   int64_t nrows = 0, ncols = 0;
-  PyObject* owner_rows = nullptr;
-  PyObject* owner_cols = nullptr;
 };
-std::map<int64_t, PatternRef> g_pattern;  // under g_lock
+std::map<int64_t, std::shared_ptr<const PatternData>> g_pattern;  // under g_lock
 
 PyObject* py_register_pattern(PyObject*, PyObject* args) {
   PyObject *r, *c;
@@ -509,39 +506,27 @@ PyObject* py_register_pattern(PyObject*, PyObject* args) {
                  "(got %zd and %zd bytes)", vr.b.len, vc.b.len);
     return nullptr;
   }
-  PatternRef p;
-  p.rows = static_cast<const int32_t*>(vr.b.buf);
-  p.cols = static_cast<const int32_t*>(vc.b.buf);
-  p.nnz = vr.b.len / 4;
-  p.nrows = nrows;
-  p.ncols = ncols;
-  p.owner_rows = r;
-  p.owner_cols = c;
-  Py_INCREF(r);
-  Py_INCREF(c);
+  auto d = std::make_shared<PatternData>();
+  const int32_t* rp = static_cast<const int32_t*>(vr.b.buf);
+  const int32_t* cp = static_cast<const int32_t*>(vc.b.buf);
+  const size_t nnz = static_cast<size_t>(vr.b.len / 4);
+  for (size_t e = 0; e < nnz; ++e)
+    if (rp[e] < 0 || rp[e] >= nrows || cp[e] < 0 || cp[e] >= ncols) {
+      PyErr_Format(PyExc_ValueError, "register_pattern: entry %zu (%d, %d) outside %lld x %lld",
+                   e, rp[e], cp[e], nrows, ncols);
+      return nullptr;
+    }
+  d->rows.assign(rp, rp + nnz);
+  d->cols.assign(cp, cp + nnz);
+  d->nrows = nrows;
+  d->ncols = ncols;
   int64_t id;
   {
     std::lock_guard<std::mutex> g(g_lock);
     id = new_id();
-    g_pattern[id] = p;
+    g_pattern[id] = std::move(d);
   }
   return PyLong_FromLongLong(id);
-}
-
-PyObject* py_unregister_pattern(PyObject*, PyObject* args) {
-  long long id;
-  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
-  PatternRef p;
-  {
-    std::lock_guard<std::mutex> g(g_lock);
-    auto it = g_pattern.find(id);
-    if (it == g_pattern.end()) Py_RETURN_NONE;
-    p = it->second;
-    g_pattern.erase(it);
-  }
-  Py_DECREF(p.owner_rows);
-  Py_DECREF(p.owner_cols);
-  Py_RETURN_NONE;
 }
 
 PyObject* py_counts(PyObject*, PyObject*) {
@@ -802,8 +787,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(LinopsKluSolve, KluSolveImpl,
 // values' cotangent of a solve or product, run inside a compiled loop without Python. U and V
 // are (n,) or (n, k) row-major, both float64 or both complex128 (the lowering checks).
 template <typename T>
-void sddmm_kernel(const PatternRef& p, const T* U, const T* V, T* out, int64_t k) {
-  for (int64_t e = 0; e < p.nnz; ++e) {
+void sddmm_kernel(const PatternData& p, const T* U, const T* V, T* out, int64_t k) {
+  const int64_t nnz = static_cast<int64_t>(p.rows.size());
+  for (int64_t e = 0; e < nnz; ++e) {
     const T* u = U + static_cast<int64_t>(p.rows[e]) * k;
     const T* v = V + static_cast<int64_t>(p.cols[e]) * k;
     T acc = T(0);
@@ -814,15 +800,16 @@ void sddmm_kernel(const PatternRef& p, const T* U, const T* V, T* out, int64_t k
 
 ffi::Error SddmmImpl(ffi::AnyBuffer U, ffi::AnyBuffer V, ffi::Result<ffi::AnyBuffer> res,
                      int64_t pattern) {
-  PatternRef p;
+  std::shared_ptr<const PatternData> held;
   {
     std::lock_guard<std::mutex> g(g_lock);
     auto it = g_pattern.find(pattern);
     if (it == g_pattern.end())
       return ffi::Error(ffi::ErrorCode::kInternal,
-                        "adjoints.jax native SDDMM: its pattern is no longer registered");
-    p = it->second;
+                        "adjoints.jax native SDDMM: no pattern registered under this id");
+    held = it->second;
   }
+  const PatternData& p = *held;
   ffi::AnyBuffer out = *res;
   auto ud = U.dimensions();
   auto vd = V.dimensions();
@@ -831,7 +818,7 @@ ffi::Error SddmmImpl(ffi::AnyBuffer U, ffi::AnyBuffer V, ffi::Result<ffi::AnyBuf
   const ffi::DataType t = U.element_type();
   if (ud.size() < 1 || ud.size() > 2 || vd.size() != ud.size() || k != vk ||
       ud[0] != p.nrows || vd[0] != p.ncols || V.element_type() != t || out.element_type() != t ||
-      static_cast<int64_t>(out.element_count()) != p.nnz)
+      out.element_count() != p.rows.size())
     return ffi::Error(ffi::ErrorCode::kInvalidArgument,
                       "adjoints.jax native SDDMM: operands do not match the pattern");
   if (t == ffi::DataType::F64) {
@@ -897,8 +884,7 @@ PyMethodDef methods[] = {
     {"drain_counts", py_drain_counts, METH_NOARGS, "drain_counts() -> the counters, zeroed"},
     {"set_fallback", py_set_fallback, METH_VARARGS, "set_fallback(address)"},
     {"register_pattern", py_register_pattern, METH_VARARGS,
-     "register_pattern(rows, cols, nrows, ncols) -> id (int32 arrays, referenced until unregister)"},
-    {"unregister_pattern", py_unregister_pattern, METH_VARARGS, "unregister_pattern(id)"},
+     "register_pattern(rows, cols, nrows, ncols) -> id (int32 arrays, copied; kept for the process)"},
     {"ffi_handlers", py_ffi_handlers, METH_NOARGS, "ffi_handlers() -> {name: capsule}"},
     {"versions", py_versions, METH_NOARGS, "versions() -> dict"},
     {nullptr, nullptr, 0, nullptr}};

@@ -46,6 +46,7 @@ from __future__ import annotations
 import ctypes as C
 import itertools
 import re
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -241,22 +242,44 @@ def sddmm_applies(ctx) -> bool:
             and np.dtype(out.dtype) in (np.float64, np.complex128) and sddmm_available())
 
 
-class _PatternTicket:
-    """Kept alive by the compiled module: the native table's reference to the pattern's index
-    arrays goes with it."""
-
-    def __init__(self, pid: int):
-        self.pid = pid
-
-    def __del__(self):
-        if native is not None:        # not at interpreter shutdown
-            native().unregister_pattern(self.pid)
+#: the most bytes of pattern indices the native table holds (8 per stored entry); a pattern that
+#: would exceed it keeps the host callback. Entries are never freed: a computation JAX still runs
+#: after its Python executable was dropped must find its pattern (asynchronous dispatch).
+PATTERN_BYTES_MAX = 256 * 2**20
+_PATTERNS: dict = {}          # pattern fingerprint -> native id
+_PATTERN_BYTES = [0]
+_PATTERN_LOCK = threading.Lock()
 
 
-def lower_sddmm(ctx, U, V, *, rows: np.ndarray, cols: np.ndarray, shape):
+def pattern_id(pattern, rows: np.ndarray, cols: np.ndarray) -> int | None:
+    """The native table's id of ``pattern`` (registered by content once per process, its int32
+    ``rows``/``cols`` copied), or None when it would take the table over
+    :data:`PATTERN_BYTES_MAX`.
+
+    Examples
+    --------
+    >>> import linops as lo
+    >>> P = lo.Pattern.from_coo([0, 1], [1, 0], (2, 2))
+    >>> r, c = P.rows.astype("int32"), P.indices.astype("int32")
+    >>> not sddmm_available() or pattern_id(P, r, c) == pattern_id(P, r, c)
+    True
+    """
+    key = pattern.fingerprint
+    with _PATTERN_LOCK:
+        pid = _PATTERNS.get(key)
+        if pid is None:
+            size = rows.nbytes + cols.nbytes
+            if _PATTERN_BYTES[0] + size > PATTERN_BYTES_MAX:
+                return None
+            pid = native().register_pattern(rows, cols, int(pattern.shape[0]),
+                                            int(pattern.shape[1]))
+            _PATTERNS[key] = pid
+            _PATTERN_BYTES[0] += size
+        return pid
+
+
+def lower_sddmm(ctx, U, V, *, pid: int):
     """The FFI custom call ``linops_sddmm(U, V) -> values``: out[e] = Σⱼ U[rows[e], j]
-    V[cols[e], j]; the index arrays are registered with the native table for as long as the
-    compiled module lives (no index constants in the module, no Python per call)."""
-    pid = native().register_pattern(rows, cols, int(shape[0]), int(shape[1]))
-    ctx.module_context.add_keepalive(_PatternTicket(pid))
+    V[cols[e], j] on the pattern registered as ``pid`` (no index constants in the module, no
+    Python per call)."""
     return jax.ffi.ffi_lowering(SDDMM_TARGET)(ctx, U, V, pattern=np.int64(pid))

@@ -196,8 +196,9 @@ mlir.register_lowering(sddmm_p, _sddmm_gather)
 # index constants and peaked at 1.63× the numpy gradient's memory. On the CPU, patterns from
 # HOST_MIN_NNZ entries run scipy's CSR product and linops' SDDMM in a host callback instead,
 # on the pattern's own arrays (no copy, no constant); results are the same. The SDDMM in float64
-# and complex128 is the native FFI call where solvers._native is built (the pattern registered
-# with the executable: no Python per call, which inside a compiled loop was a callback per step).
+# and complex128 is the native FFI call where solvers._native is built (the pattern's indices
+# copied into the native table once per process, under a byte cap: no Python per call, which
+# inside a compiled loop was a callback per step).
 def _index_pair(pattern):
     """The pattern's (rows, cols) as contiguous int32 arrays where they fit (see index32)."""
     return (np.ascontiguousarray(index32(pattern.rows)),
@@ -229,11 +230,13 @@ def _spmm_cpu(ctx, values, X, *, pattern, trans, nbatch):
 def _sddmm_cpu(ctx, U, V, *, pattern):
     if pattern.nnz < HOST_MIN_NNZ:
         return _sddmm_gather(ctx, U, V, pattern=pattern)
-    rows, cols = _index_pair(pattern)
-    if rows.dtype == np.int32 and _native.sddmm_applies(ctx):
-        # the native SDDMM: no Python per call, so a solve's values cotangent inside a
-        # compiled loop's backward pass costs its O(nnz·k) and nothing more
-        return _native.lower_sddmm(ctx, U, V, rows=rows, cols=cols, shape=pattern.shape)
+    if _native.sddmm_applies(ctx):
+        rows, cols = _index_pair(pattern)
+        pid = _native.pattern_id(pattern, rows, cols) if rows.dtype == np.int32 else None
+        if pid is not None:
+            # the native SDDMM: no Python per call, so a solve's values cotangent inside a
+            # compiled loop's backward pass costs its O(nnz·k) and nothing more
+            return _native.lower_sddmm(ctx, U, V, pid=pid)
     dtype = np.dtype(ctx.avals_out[0].dtype)
 
     def sample(u, v):

@@ -51,12 +51,13 @@ Examples
 >>> v = torch.tensor(K.values, requires_grad=True)
 >>> b = torch.tensor([1.0, 2.0], dtype=torch.float64)
 >>> at.reset_stats()
+>>> alive = at.stats().live                 # factorizations alive before (others' included)
 >>> u = at.solve(lo.Sparse(v, K.pattern), b)
 >>> u.sum().backward()
 >>> u.tolist(), v.grad.tolist()
 ([0.25, 0.5], [-0.125, -0.25, -0.0625])
 >>> s = at.stats()
->>> s.factorizations, s.forward_solves, s.transpose_solves, s.live
+>>> s.factorizations, s.forward_solves, s.transpose_solves, s.live - alive   # freed after backward
 (1, 1, 1, 0)
 >>> torch.func.jacrev(lambda b: at.solve(K, b))(b).tolist()          # A⁻¹, one 2-column solve
 [[0.5, -0.125], [0.0, 0.25]]

@@ -90,9 +90,10 @@ class Stats:
     >>> K = lo.Sparse.from_scipy(sp.csr_array([[2.0, 1.0], [0.0, 4.0]]))
     >>> v = torch.tensor(K.values, requires_grad=True)
     >>> at.reset_stats()
+    >>> alive = at.stats().live             # alive before (other code's factorizations too)
     >>> at.solve(lo.Sparse(v, K.pattern), torch.ones(2, dtype=torch.float64)).sum().backward()
     >>> s = at.stats()
-    >>> s.factorizations, s.forward_solves, s.transpose_solves, s.live
+    >>> s.factorizations, s.forward_solves, s.transpose_solves, s.live - alive
     (1, 1, 1, 0)
     """
 

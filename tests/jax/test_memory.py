@@ -37,7 +37,7 @@ PATTERNS = {
     "while-newton": 3, "factorize-eager-loop": 1,
     "jit-grad-host": 1, "scan-unroll2-host": 1,   # the host products' callbacks (finding 20)
 }
-if _native.sddmm_available():   # the native SDDMM, where it is built (the patterns it holds)
+if _native.sddmm_available():   # the native SDDMM, where it is built
     PATTERNS.update({"jit-grad-native": 1, "scan-unroll2-native": 1})
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -80,7 +81,8 @@ def test_module_doctests(name):
     found = 0
     for test in doctest.DocTestFinder().find(module, name):
         found += len(test.examples)  # "# doctest: +SKIP" examples count here, not as attempted
-        runner.run(test, out=out.write)
+        gc.collect()   # each docstring starts as in a fresh session: what earlier ones (or other
+        runner.run(test, out=out.write)  # modules' doctests) dropped in cycles is gone
     failed, attempted = runner.summarize(verbose=False)
     assert found > 0, f"{name} has '>>>' lines but doctest found no example (in a docstring " \
                       f"doctest does not collect, such as a cached_property's?)"
