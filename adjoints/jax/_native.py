@@ -154,16 +154,25 @@ def available() -> bool:
     >>> available() in (True, False)
     True
     """
+    if not _register(TARGET):
+        return False
+    mod = native()
+    mod.set_fallback(C.cast(_C_FALLBACK, C.c_void_p).value)
+    _live.STORE.on_release(_unalias)
+    _live.STORE.on_count(_drain)
+    return True
+
+
+def _register(target: str) -> bool:
+    """Register the extension's FFI handler ``target`` with XLA for the CPU; False when the
+    extension is not built, lacks that handler, or was built for another XLA FFI API."""
     if not native_available():
         return False
     mod = native()
     handlers = mod.ffi_handlers()
-    if TARGET not in handlers or not _same_ffi_api(mod.versions()["xla_ffi"]):
+    if target not in handlers or not _same_ffi_api(mod.versions()["xla_ffi"]):
         return False
-    jax.ffi.register_ffi_target(TARGET, handlers[TARGET], platform="cpu")
-    mod.set_fallback(C.cast(_C_FALLBACK, C.c_void_p).value)
-    _live.STORE.on_release(_unalias)
-    _live.STORE.on_count(_drain)
+    jax.ffi.register_ffi_target(target, handlers[target], platform="cpu")
     return True
 
 
@@ -223,14 +232,7 @@ SDDMM_TARGET = "linops_sddmm"
 def sddmm_available() -> bool:
     """True when the native SDDMM handler is built and registered with XLA (its own check: an
     extension built before it had only the solve)."""
-    if not native_available():
-        return False
-    mod = native()
-    handlers = mod.ffi_handlers()
-    if SDDMM_TARGET not in handlers or not _same_ffi_api(mod.versions()["xla_ffi"]):
-        return False
-    jax.ffi.register_ffi_target(SDDMM_TARGET, handlers[SDDMM_TARGET], platform="cpu")
-    return True
+    return _register(SDDMM_TARGET)
 
 
 def sddmm_applies(ctx) -> bool:
