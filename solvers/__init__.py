@@ -24,6 +24,10 @@ CacheStats                                 factorizations, numeric_refactorizati
                                            symbolic_analyses, fallbacks, tuning_factorizations,
                                            solves, adjoint_solves, transpose_solves, columns,
                                            iterations, times (``Stats``: its deprecated old name)
+analyses                                   symbolic analyses kept per pattern across caches
+                                           (CHOLMOD, PARDISO): a second one-shot solve of a
+                                           pattern factorizes numerically only; ``.stats()``,
+                                           ``.clear()``, ``.limit(entries=, nbytes=)``
 Status                                     SUCCESS, ACCURACY_LIMIT, SINGULAR, NOT_HERMITIAN,
                                            MAX_ITERATIONS, STAGNATION, BREAKDOWN, NONFINITE,
                                            NONFINITE_INPUT (``status.ok``, ``status.message``)
@@ -117,6 +121,8 @@ Examples
 
 import warnings
 
+from ._analyses import AnalysisStats as AnalysisStats
+from ._analyses import analyses as analyses
 from ._engines.amg import AMG as AMG
 from ._engines.auto import Auto as Auto
 from ._cache import LinearCache as LinearCache

@@ -210,6 +210,9 @@ class LinearCache:
         'dense LU — LU(pivot_rtol=None, symmetric_mode=None), as given'
         """
         why = self.factor.why or f"{self.alg!r}, as given"
+        if self.factor.reused_analysis:
+            why += ("; the symbolic analysis of an earlier factorization of this pattern "
+                    "reused (sv.analyses)")
         return f"{self.kind} — {why}"
 
     def __repr__(self) -> str:

@@ -99,6 +99,9 @@ class Factor(abc.ABC):
         that built this factor, recorded as its ``plan`` instead of the measuring one.
     tuning_factorizations : int
         Factorizations of other candidates timed and dropped to choose this one.
+    reused_analysis : bool
+        The full setup found this pattern's symbolic analysis kept from an earlier cache
+        (``sv.analyses``) and ran the numeric factorization only (``symbolic_analyses`` 0).
     """
 
     kind: str = ""
@@ -112,6 +115,7 @@ class Factor(abc.ABC):
     why: str | None = None
     chosen: Any = None
     tuning_factorizations: int = 0
+    reused_analysis: bool = False
     # set by setup(): the algorithm (the plan) that built it; by prepare(): what it was built
     # for (structure key, backend name, the working precision of the operator: CHOLMOD
     # factors a float32 A in float64, say)

@@ -31,6 +31,7 @@ def _auto_profile():
     """Every test starts with an empty sv.Auto profile: no machine profile a developer wrote with
     ``python -m linops tune``, no pattern measured by an earlier test."""
     old = use_profile(sv.Profile())
+    sv.analyses.clear()   # and no symbolic analysis an earlier test's cache left (sv.analyses)
     yield
     use_profile(old)
 

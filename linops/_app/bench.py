@@ -272,7 +272,7 @@ def bench(argv=None) -> list[dict]:
     Notes
     -----
     Cost: one fresh interpreter per (method, size), each building the problem, a warm-up on a
-    tiny one and two timed runs (one when a run takes over a second); the default run takes
+    tiny one and two timed runs (the cold one and one more); the default run takes
     about two minutes on two cores. Writes ``bench.md``, ``bench.json`` and (with matplotlib)
     ``bench.png`` under ``--out``.
     """

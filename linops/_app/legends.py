@@ -26,7 +26,7 @@ MAIN = """columns:
   method          what computed it (linops methods: the algorithm, and in parentheses the engine
                   it ran, as the cache reports it)
   time s          value + gradient w.r.t. θ and w.r.t. K's stored values, best of 2 runs
-                  (1 when over 1 s; JAX: after the run that compiled)
+                  (the cold one and one more; JAX: 2 after the run that compiled)
   grad/fwd        that time divided by the value alone (1.0 = the gradient is free)
   fact.           factorizations per value + gradient (linops: 1; jax spsolve: 2)
   peak MB         peak RSS increase of the first (cold) run, in its own process

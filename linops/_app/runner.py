@@ -18,7 +18,6 @@ from .methods import METHODS, problem, row_label
 
 DENSE_BUDGET = 4 * 2**30  # bytes a dense n×n method may take before it is reported, not run
 DENSE_SOLVE_MAX_N = 6000  # dense O(n³) solves above this are reported, not run
-SLOW_S = 1.0              # a run slower than this is not repeated (keeps the default run short)
 
 
 def _timed(fn):
@@ -29,10 +28,12 @@ def _timed(fn):
 
 
 def _best(fn, first: tuple, jit: bool) -> tuple:
-    """(time, result): the best of two runs, one when the first took over ``SLOW_S``; a JIT
-    method's first run compiled, so it never counts."""
-    runs, want = ([] if jit else [first]), (2 if first[0] < SLOW_S else 1)
-    while len(runs) < want:
+    """(time, result): the best of two runs — the first (cold) one and one more, for every
+    method alike, so that what a loop pays per evaluation once it runs is what counts (a
+    library's kept state, e.g. ``sv.analyses``, and a hand-written script's warm allocator);
+    a JIT method's first run compiled, so it never counts: two more."""
+    runs = [] if jit else [first]
+    while len(runs) < 2:
         runs.append(_timed(fn))
     return min(runs, key=lambda x: x[0])
 
@@ -42,8 +43,8 @@ def run_one(slug: str, nx: int, kind: str = "spd") -> dict:
 
     Memory: peak RSS increase of the first full run over the state after building the problem
     and a warm-up on a tiny one (imports excluded; JIT compilation included). Time: the best of
-    two runs, one when the first took over ``SLOW_S`` (JAX methods: runs after the one that
-    compiled at this shape); ``forward_s`` likewise for the value alone.
+    two runs, the cold one included (JAX methods: two runs after the one that compiled at this
+    shape); ``forward_s`` likewise for the value alone.
 
     Parameters
     ----------

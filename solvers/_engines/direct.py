@@ -14,6 +14,7 @@ only fail on an exact zero, and would otherwise hand back a solution of rounding
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import scipy.sparse as sp
 import linops as lo
 from linops.internals import backend_named, diagonal_of, structure, to_numpy
 
+from .._analyses import analyses
 from .._checks import as_dense_array, backend_of_problem, cast_rhs, precision, rcond_tol, split_complex
 from .._contract import Algorithm, Factor
 from .._errors import BackendNotSupported, NotPositiveDefiniteError, SingularMatrixError
@@ -519,6 +521,15 @@ def _cholmod():
     return cholmod
 
 
+class _Symbolic:
+    """A CHOLMOD symbolic analysis (scikit-sparse ``Factor`` from ``analyze``) shared by the
+    factors of one pattern (``like=``, ``sv.analyses``), with the lock its numeric
+    factorizations take (its ``cholmod_common`` workspace is not for two threads at once)."""
+
+    def __init__(self, factor):
+        self.factor, self.lock = factor, threading.Lock()
+
+
 class CholmodFactor(Factor):
     """CHOLMOD's ``factor`` (scikit-sparse ``Factor``) on a kept ``symbolic`` analysis."""
 
@@ -536,12 +547,20 @@ class CholmodFactor(Factor):
             # its simplicial row factorization ("not positive definite" on a matrix with
             # eigenvalues 1.1, 3.7, 12): the supernodal factorization of the same matrix is right
             mode = "supernodal" if self.dtype.kind == "c" else "auto"
-            symbolic = cholmod.analyze(csc, mode=mode)
-            self.symbolic_analyses = 1
+            # CHOLMOD's analysis is the pattern's alone: kept across caches (solvers._analyses)
+            key = ("cholmod", A.pattern, mode, self.dtype)
+            symbolic = analyses.get(key)
+            if symbolic is None:
+                symbolic = _Symbolic(cholmod.analyze(csc, mode=mode))
+                self.symbolic_analyses = 1
+                analyses.put(key, symbolic, 8 * (4 * A.shape[0] + csc.nnz))
+            else:
+                self.reused_analysis = True
         self.symbolic = symbolic
         t = time.perf_counter()
         try:
-            self.factor = self.symbolic.cholesky(csc)
+            with symbolic.lock:   # one numeric factorization at a time on a shared analysis
+                self.factor = symbolic.factor.cholesky(csc)
         except cholmod.CholmodNotPositiveDefiniteError as e:
             raise not_posdef("CHOLMOD", f" ({e})") from None
         self.numeric_seconds = time.perf_counter() - t

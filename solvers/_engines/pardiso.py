@@ -41,6 +41,7 @@ from .direct import check_rtol, not_posdef
 from .._errors import BackendNotSupported, HintWarning, SingularMatrixError, SolveError, \
     warn_caller
 from .._factors.logdet import pardiso_logdet
+from .._analyses import analyses
 from .._registry import Case, register
 
 INSTALL = 'pip install "linops[pardiso]"'
@@ -145,6 +146,9 @@ class _Handle:
         self.iparm[55] = 1            # iparm(56): pardiso_getdiag enabled (pivot check)
         self.phases: Counter = Counter()
         self.owners: dict[int, weakref.ref] = {}   # slot -> the factor it holds now
+        # caches of one pattern share a kept handle (solvers._analyses), maybe across threads
+        # (JAX's host callbacks): one call at a time, with the iparm it set and reads back
+        self.lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _release, lib, self.pt, mtype,
                                            self.iparm.copy())
 
@@ -152,10 +156,19 @@ class _Handle:
         """Run one phase on slot ``mnum``; returns PARDISO's error code (0: success)."""
         if B is None:
             B = X = np.zeros((self.n, 1), dtype=a.dtype)
-        err = _call(self.lib, self.pt, self.mtype, phase, mnum, self.n, a, self.ia, self.ja,
-                    self.iparm, B, X)
-        self.phases[phase] += 1
+        with self.lock:
+            err = _call(self.lib, self.pt, self.mtype, phase, mnum, self.n, a, self.ia, self.ja,
+                        self.iparm, B, X)
+            self.phases[phase] += 1
         return err
+
+    def _spawn_into(self, A, be, dtype, upper, pivot_rtol) -> "PardisoFactor | None":
+        """A numeric factorization of A into a free slot (claimed under the lock), or None
+        when every slot is in use."""
+        with self.lock:
+            slot = self.free_slot()
+            return None if slot is None else PardisoFactor(self, slot, A, be, dtype, upper,
+                                                            pivot_rtol)
 
     def free_slot(self) -> int | None:
         """A slot no live factor holds, or None when all ``MAX_FACTORS`` are in use."""
@@ -317,13 +330,39 @@ class Pardiso(Algorithm):
                                           f"a positive definite matrix has a positive diagonal")
         else:
             ia, ja = P.indptr.astype(np.int32), P.indices.astype(np.int32)
-        handle = _Handle(lib, mtype, n, ia, ja, dtype in (np.float32, np.complex64))
+        single = dtype in (np.float32, np.complex64)
+        key = ("pardiso", P, mtype, single)
+        kept = analyses.get(key)
+        try:
+            factor = kept._spawn_into(A, be, dtype, upper, self.pivot_rtol) if kept else None
+        except SingularMatrixError:
+            if mtype in (2, 4):       # the definite types' analysis is the pattern's alone
+                raise
+            factor = None             # matched for other values: analysed afresh below
+            analyses.drop(key)
+            kept = False
+        if factor is not None:
+            # the unsymmetric types' analysis matched and scaled the values it saw (iparm(11),
+            # iparm(13)): kept for other values only where it serves them without a perturbed
+            # pivot; else it is dropped and this A is analysed afresh (counted: a fallback)
+            if mtype in (2, 4) or factor.perturbed_pivots == 0:
+                factor.reused_analysis = True
+                return factor
+            factor.close()
+            analyses.drop(key)
+            fallbacks = 1
+        else:
+            fallbacks = int(kept is False)
+        handle = _Handle(lib, mtype, n, ia, ja, single)
         err = handle.call(ANALYSIS, _values(A, dtype, upper))
         if err:
             handle.close()
             raise _error(err, ANALYSIS, mtype)
         factor = PardisoFactor(handle, 1, A, be, dtype, upper, self.pivot_rtol)
-        factor.symbolic_analyses = 1
+        factor.symbolic_analyses, factor.fallbacks = 1, fallbacks
+        if mtype in (2, 4) or factor.perturbed_pivots == 0:
+            # iparm(16): the analysis' permanent memory in KB
+            analyses.put(key, handle, 1024 * int(handle.iparm[15]) + 8 * (ia.size + ja.size))
         return factor
 
 
@@ -374,27 +413,28 @@ class PardisoFactor(Factor):
         self.kind = f"PARDISO (mtype {handle.mtype})"
         self.requires_hermitian = handle.mtype in (2, 4)
         self.a = _values(A, self.dtype, upper)  # PARDISO reads A again in phase 33 (refinement)
-        t = time.perf_counter()
-        err = handle.call(NUMERIC, self.a, mnum)
-        self.numeric_seconds = time.perf_counter() - t
-        try:
-            if err:
-                raise _error(err, NUMERIC, handle.mtype)
-            self._pivot_check()
-        except Exception:
-            if restore is not None:  # a failed update leaves the cache's factorization intact
-                if handle.call(NUMERIC, restore.a, mnum) == 0:
-                    handle.owners[mnum] = weakref.ref(restore)
+        with handle.lock:    # the slot's numeric phase and the iparm it reads back
+            t = time.perf_counter()
+            err = handle.call(NUMERIC, self.a, mnum)
+            self.numeric_seconds = time.perf_counter() - t
+            try:
+                if err:
+                    raise _error(err, NUMERIC, handle.mtype)
+                self._pivot_check()
+            except Exception:
+                if restore is not None:  # a failed update leaves the cache's factorization intact
+                    if handle.call(NUMERIC, restore.a, mnum) == 0:
+                        handle.owners[mnum] = weakref.ref(restore)
+                    else:
+                        handle.owners.pop(mnum, None)
                 else:
-                    handle.owners.pop(mnum, None)
-            else:
-                _release(handle.lib, handle.pt, handle.mtype, handle.iparm, RELEASE_ONE, mnum)
-            raise
-        handle.owners[mnum] = weakref.ref(self)
-        # a dropped factor frees its slot's numeric factors (the handle: with its last factor)
-        self._finalizer = weakref.finalize(self, _free_slot, handle, mnum, weakref.ref(self))
-        self.nnz_factors = int(handle.iparm[17])      # iparm(18): nonzeros in the factors
-        self.perturbed_pivots = int(handle.iparm[13])  # iparm(14)
+                    _release(handle.lib, handle.pt, handle.mtype, handle.iparm, RELEASE_ONE, mnum)
+                raise
+            handle.owners[mnum] = weakref.ref(self)
+            # a dropped factor frees its slot's numeric factors (the handle: with its last factor)
+            self._finalizer = weakref.finalize(self, _free_slot, handle, mnum, weakref.ref(self))
+            self.nnz_factors = int(handle.iparm[17])      # iparm(18): nonzeros in the factors
+            self.perturbed_pivots = int(handle.iparm[13])  # iparm(14)
 
     @property
     def phases(self) -> Counter:
@@ -448,11 +488,12 @@ class PardisoFactor(Factor):
             trans = "N"
         B = np.asfortranarray(R, dtype=self.dtype)
         X = np.zeros_like(B, order="F")
-        h.iparm[11] = _IPARM_TRANS[trans]
-        try:
-            err = h.call(SOLVE, self.a, self.mnum, B, X)
-        finally:
-            h.iparm[11] = 0
+        with h.lock:
+            h.iparm[11] = _IPARM_TRANS[trans]
+            try:
+                err = h.call(SOLVE, self.a, self.mnum, B, X)
+            finally:
+                h.iparm[11] = 0
         if err:
             raise _error(err, SOLVE, h.mtype)
         return X
@@ -471,11 +512,7 @@ class PardisoFactor(Factor):
 
     def _spawn(self, A: lo.Sparse) -> "PardisoFactor | None":
         """A numeric factorization into a free slot of the same handle (no new analysis)."""
-        slot = self.handle.free_slot()
-        if slot is None:
-            return None
-        return PardisoFactor(self.handle, slot, A, self.be, self.dtype, self.upper,
-                             self.pivot_rtol)
+        return self.handle._spawn_into(A, self.be, self.dtype, self.upper, self.pivot_rtol)
 
     def logdet(self):
         """The Hermitian positive definite types: Σ log of the pivots (O(n)); the unsymmetric
@@ -488,7 +525,8 @@ class PardisoFactor(Factor):
 
 def _free_slot(handle: _Handle, mnum: int, ref) -> None:
     """Finalizer of a factor: release its slot's numeric factors if it still holds the slot."""
-    owner = handle.owners.get(mnum)
-    if owner is ref or owner is None or owner() is None:
-        handle.owners.pop(mnum, None)
-        _release(handle.lib, handle.pt, handle.mtype, handle.iparm, RELEASE_ONE, mnum)
+    with handle.lock:
+        owner = handle.owners.get(mnum)
+        if owner is ref or owner is None or owner() is None:
+            handle.owners.pop(mnum, None)
+            _release(handle.lib, handle.pt, handle.mtype, handle.iparm, RELEASE_ONE, mnum)

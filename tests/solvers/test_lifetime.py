@@ -1,7 +1,8 @@
 """Lifetimes proven by memory, not counters (the numpy engines).
 
 Each pattern runs 200 times in a fresh subprocess: a cache is made, solves forward and adjoint,
-is updated, and is dropped. The process's RSS after ``gc.collect()`` is read after a warm-up of
+is updated, and is dropped (``:patterns``: on a new sparsity pattern each time, so that the
+symbolic analyses ``sv.analyses`` keeps are evicted, not accumulated). The process's RSS after ``gc.collect()`` is read after a warm-up of
 50 calls and at the end; growth must stay under 50 MB — a leaked factorization of the 70×70
 Poisson matrix used here costs 1–3 MB, so 150 of them would show as hundreds of MB. The JAX
 patterns are in ``tests/jax/test_lifetime.py``.
@@ -44,6 +45,9 @@ mark = None
 base = sv.init(sv.LinearProblem(P, b, posdef=True), algs[name]()) if mode == "like" else None
 for i in range(calls):
     A = P * (1.0 + 0.01 * (i % 7))
+    if mode == "patterns":   # a new pattern every call: kept analyses (sv.analyses) are evicted
+        E = sp.csr_matrix(([0.01, 0.01], ([i, i + 100], [i + 100, i])), shape=P.shape)
+        A = sp.csr_matrix(A + E)
     if mode == "like":
         cache = sv.init(sv.LinearProblem(A, b, posdef=True), like=base)
     else:
@@ -62,7 +66,8 @@ print("RESULT " + json.dumps({"warm": mark, "end": rss_mb()}))
 """
 
 PATTERNS = ["superlu", "superlu:update", "superlu:like", "cholmod", "cholmod:update",
-            "cholmod:like", "pardiso", "pardiso:update", "pardiso:like", "cg+amg",
+            "cholmod:like", "cholmod:patterns", "pardiso", "pardiso:update", "pardiso:like",
+            "pardiso:patterns", "cg+amg",
             "cg+amg:update", "auto", "petsc", "petsc:update"]
 
 

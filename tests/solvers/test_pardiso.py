@@ -259,20 +259,30 @@ def test_auto_prefers_pardiso_above_its_threshold():
 
 # ----- no reference cycle between a PARDISO handle and its factor --------------------------------
 @needs_pardiso
-def test_pardiso_caches_are_freed_without_the_cyclic_gc():
+@pytest.mark.parametrize("kept", [0, 8], ids=["nothing-kept", "analyses-kept"])
+def test_pardiso_caches_are_freed_without_the_cyclic_gc(kept):
+    """Dropped caches free their factors at once; with ``sv.analyses`` on, one handle (the
+    pattern's analysis) stays, holding no factor."""
     S = spd(200)
+    old = sv.analyses.stats().entries
+    sv.analyses.limit(entries=kept)
     gc.disable()
     try:
-        refs = []
+        refs, factors = [], []
         for _ in range(20):
             cache = sv.init(sv.LinearProblem(S, np.ones(S.shape[0])), sv.Pardiso())
             cache.solve()
             refs.append(weakref.ref(cache.factor.handle))
+            factors.append(weakref.ref(cache.factor))
             del cache
-        alive = sum(r() is not None for r in refs)
+        alive = {id(r()): r() for r in refs if r() is not None}
+        live_factors = sum(f() is not None for f in factors)
+        slots = sum(o() is not None for h in alive.values() for o in h.owners.values())
     finally:
         gc.enable()
-    assert alive == 0, f"{alive} of 20 PARDISO handles kept alive by a cycle"
+        sv.analyses.limit(entries=old)
+    assert live_factors == 0 and slots == 0, f"{live_factors} factors, {slots} slots alive"
+    assert len(alive) == (1 if kept else 0), f"{len(alive)} PARDISO handles alive"
 
 
 @needs_pardiso

@@ -109,11 +109,13 @@ def test_an_unsymmetric_pattern_keeps_colamd():
 def test_unstable_threshold_pivoting_is_caught_and_redone_with_partial_pivoting(seed):
     M, A = unstable_for_threshold_pivoting(seed)
     assert np.linalg.cond(M) < 200
-    # the precondition: SuperLU's symmetric mode alone loses digits on this matrix
+    # the precondition: SuperLU's symmetric mode alone loses digits on this matrix, beyond the
+    # backward error the library accepts (by how much depends on the CPU's rounding: seed 1968
+    # gives 7e-11 on one machine of this kind and 1.1e-12, 4.8× the tolerance, on another)
     alone = spl.splu(A.tocsc(), permc_spec="MMD_AT_PLUS_A",
                      diag_pivot_thresh=SYMMETRIC_PIVOT_THRESHOLD,
                      options=dict(SymmetricMode=True))
-    assert berr(A, alone.solve) > 10 * backward_tol(np.float64)
+    assert berr(A, alone.solve) > 2 * backward_tol(np.float64)
     cache = sv.init(sv.LinearProblem(A), sv.LU())
     assert cache.kind.startswith("SuperLU (after symmetric mode: backward error")
     assert cache.stats.fallbacks == 1 and cache.stats.factorizations == 1
