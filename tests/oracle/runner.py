@@ -19,6 +19,7 @@ import scipy.sparse as sp
 import adjoints as ad
 import linops as lo
 import solvers as sv
+from linops.internals import structure
 from solvers.internals import default_rtol
 
 from . import cases as C
@@ -130,6 +131,12 @@ def _expect_init(j, m, kind, eng, err, kappa, u) -> None:
                  f"a singular matrix must be refused at init, got {err!r}")
 
 
+def _entries(cache) -> bool:
+    """Whether the cache's operator stores entries (the acceptance rule's componentwise
+    backward error needs |A|; a matrix-free operator is judged normwise)."""
+    return structure(cache.A) != "matrixfree"
+
+
 def _solves(j, m, cache, b, u, rtol, eng, kappa):
     a, n = m.a, m.n
     rng = _rng(m.name, "solves", eng.label)
@@ -137,7 +144,7 @@ def _solves(j, m, cache, b, u, rtol, eng, kappa):
     x, err = j.attempt("solve", cache.solve)
     if x is not None:
         solve_result(j, "solve", a, b, x, u=u, rtol=rtol, status=cache.status, a_dtype=a.dtype,
-                     lstsq=lstsq(cache))
+                     lstsq=lstsq(cache), entries=_entries(cache))
         j.expect("solve", cache.u is x and not np.asarray(cache.u).flags.writeable,
                  "cache.u is not the (read-only) solution")
     elif must:
@@ -149,7 +156,7 @@ def _solves(j, m, cache, b, u, rtol, eng, kappa):
     X, err = j.attempt("solve(B)", lambda: cache.solve(B))
     if X is not None:
         solve_result(j, "solve(B)", a, B, X, u=u, rtol=rtol, status=cache.status,
-                     a_dtype=a.dtype, lstsq=lstsq(cache))
+                     a_dtype=a.dtype, lstsq=lstsq(cache), entries=_entries(cache))
     elif must:
         j.fail("solve(B)", f"a direct method failed: {err!r}")
     c = _vec(rng, n, a.dtype)
@@ -158,7 +165,7 @@ def _solves(j, m, cache, b, u, rtol, eng, kappa):
         y, err = j.attempt(name, lambda fn=fn: fn(c))
         if y is not None:
             solve_result(j, name, M, c, y, u=u, rtol=rtol, status=cache.status, a_dtype=a.dtype,
-                     lstsq=lstsq(cache))
+                     lstsq=lstsq(cache), entries=_entries(cache))
         elif must and not isinstance(err, sv.BackendNotSupported):
             j.fail(name, f"a direct method failed: {err!r}")
     return x
@@ -430,7 +437,7 @@ def _updates(j, m, kind, cache, b, u, rtol, eng):
         if x is not None:
             solve_result(j, "solve after update", a2, b, x, u=R.eps(a2.dtype),
                          rtol=cache_rtol(cache, a2.dtype), status=cache.status, a_dtype=a2.dtype,
-                     lstsq=lstsq(cache))
+                     lstsq=lstsq(cache), entries=_entries(cache))
     a3 = _other_kind(m, a2, rng)
     done, err = j.attempt("update(other dtype kind)",
                           lambda: cache.update(A=C.same_pattern(m, kind, a3)))
@@ -441,7 +448,7 @@ def _updates(j, m, kind, cache, b, u, rtol, eng):
         if x is not None:
             solve_result(j, "solve after a kind-changing update", a3, b3, x, u=R.eps(a3.dtype),
                          rtol=cache_rtol(cache, a3.dtype), status=cache.status, a_dtype=a3.dtype,
-                     lstsq=lstsq(cache))
+                     lstsq=lstsq(cache), entries=_entries(cache))
     if n == 0:
         return
     # a failed update keeps everything: the same answers after it
@@ -468,4 +475,4 @@ def _updates(j, m, kind, cache, b, u, rtol, eng):
             solve_result(j, "solve after an accepted singular update", bad, bb, x,
                          u=R.eps(bad.dtype), rtol=cache_rtol(cache, bad.dtype),
                          status=cache.status, a_dtype=bad.dtype,
-                     lstsq=lstsq(cache))
+                     lstsq=lstsq(cache), entries=_entries(cache))
