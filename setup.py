@@ -84,7 +84,7 @@ def _extensions() -> list[Extension]:
         sources=["native/linops_native.cpp"],
         include_dirs=inc + [_xla_ffi_include()],
         library_dirs=libdirs,
-        libraries=["klu", "btf", "amd", "colamd", "suitesparseconfig"],
+        libraries=["klu", "btf", "cholmod", "amd", "colamd", "suitesparseconfig"],
         define_macros=[("LINOPS_WITH_XLA_FFI", "1")],
         extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden"],
         language="c++",

@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <cholmod.h>
 #include <klu.h>
 
 #include <atomic>
@@ -50,16 +51,29 @@ struct Symbolic {
   }
 };
 
+// A KLU numeric factorization (sym, num), or a copy of a real CHOLMOD factor (L) that
+// adopt_cholmod() took from scikit-sparse's, solved with cholmod_solve2 on workspace kept here
 struct Factor {
+  int n = 0;
   std::shared_ptr<Symbolic> sym;
   klu_numeric* num = nullptr;
   bool cplx = false;
   klu_common common;
-  std::mutex mutex;             // KLU solves write Numeric->Xwork and Common
+  cholmod_factor* L = nullptr;
+  cholmod_common cc;
+  cholmod_dense *Xw = nullptr, *Yw = nullptr, *Ew = nullptr;
+  std::mutex mutex;             // solves write the workspace (Numeric->Xwork / Xw, Yw, Ew)
   ~Factor() {
     if (num) {
       if (cplx) klu_z_free_numeric(&num, &common);
       else klu_free_numeric(&num, &common);
+    }
+    if (L) {
+      cholmod_free_dense(&Xw, &cc);
+      cholmod_free_dense(&Yw, &cc);
+      cholmod_free_dense(&Ew, &cc);
+      cholmod_free_factor(&L, &cc);
+      cholmod_finish(&cc);
     }
   }
 };
@@ -76,6 +90,11 @@ std::shared_ptr<Factor> find_factor(int64_t id) {
   std::lock_guard<std::mutex> g(g_lock);
   auto it = g_factor.find(id);
   return it == g_factor.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Factor> find_klu(int64_t id) {   // pivots, logdet, info: KLU factors only
+  auto f = find_factor(id);
+  return f && f->sym ? f : nullptr;
 }
 
 std::shared_ptr<Factor> find_alias(int32_t key) {
@@ -95,6 +114,20 @@ void klu_init(klu_common* c) {
 // X: n x k column-major, real (k columns) or complex interleaved; trans 0 N, 1 T, 2 H
 int solve_inplace(Factor& f, double* X, int k, int trans) {
   std::lock_guard<std::mutex> g(f.mutex);
+  if (f.L) {   // real symmetric: A = A^T = A^H, one solve for every trans
+    cholmod_dense B;
+    std::memset(&B, 0, sizeof B);
+    B.nrow = B.d = static_cast<size_t>(f.n);
+    B.ncol = static_cast<size_t>(k);
+    B.nzmax = B.nrow * B.ncol;
+    B.x = X;
+    B.xtype = CHOLMOD_REAL;
+    B.dtype = CHOLMOD_DOUBLE;
+    if (!cholmod_solve2(CHOLMOD_A, f.L, &B, nullptr, &f.Xw, nullptr, &f.Yw, &f.Ew, &f.cc))
+      return 0;
+    std::memcpy(X, f.Xw->x, sizeof(double) * B.nzmax);
+    return 1;
+  }
   Symbolic& s = *f.sym;
   int ok;
   if (f.cplx) {
@@ -282,6 +315,7 @@ PyObject* py_factor(PyObject*, PyObject* args) {
   }
   auto f = std::make_shared<Factor>();
   f->sym = s;
+  f->n = s->n;
   f->cplx = kind == 1;
   klu_init(&f->common);
   int status = 0, rank = -1, col = -1;
@@ -305,6 +339,37 @@ PyObject* py_factor(PyObject*, PyObject* args) {
     g_factor[id] = f;
   }
   return Py_BuildValue("(Liii)", (long long)id, status, rank, col);
+}
+
+// A native copy of a real, double-precision CHOLMOD factor (a cholmod_factor* of the
+// CHOLMOD this extension links, e.g. scikit-sparse's): its handle, or 0 for a factor it does
+// not take (complex, single, 64-bit indices); the caller keeps the original alive during the copy
+PyObject* py_adopt_cholmod(PyObject*, PyObject* args) {
+  unsigned long long addr;
+  if (!PyArg_ParseTuple(args, "K", &addr)) return nullptr;
+  const cholmod_factor* src = reinterpret_cast<const cholmod_factor*>(addr);
+  if (!src || src->itype != CHOLMOD_INT || src->xtype != CHOLMOD_REAL ||
+      src->dtype != CHOLMOD_DOUBLE || src->minor != src->n)
+    return PyLong_FromLongLong(0);
+  auto f = std::make_shared<Factor>();
+  cholmod_start(&f->cc);
+  f->cc.print = 0;
+  Py_BEGIN_ALLOW_THREADS
+  f->L = cholmod_copy_factor(const_cast<cholmod_factor*>(src), &f->cc);
+  Py_END_ALLOW_THREADS
+  if (!f->L) {
+    cholmod_finish(&f->cc);
+    f->L = nullptr;
+    return PyLong_FromLongLong(0);
+  }
+  f->n = static_cast<int>(f->L->n);
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    id = new_id();
+    g_factor[id] = f;
+  }
+  return PyLong_FromLongLong(id);
 }
 
 PyObject* py_free_factor(PyObject*, PyObject* args) {
@@ -346,7 +411,7 @@ PyObject* py_solve(PyObject*, PyObject* args) {
   View vx;
   if (!get_view(px, vx, PyBUF_F_CONTIGUOUS | PyBUF_WRITABLE, "X")) return nullptr;
   int kind = kind_of(vx.b);
-  int n = f->sym->n;
+  int n = f->n;
   Py_ssize_t count = vx.b.len / vx.b.itemsize;
   if (kind != (f->cplx ? 1 : 0) || count % n != 0 || trans < 0 || trans > 2) {
     PyErr_Format(PyExc_TypeError, "solve: X must be a writable Fortran-ordered %s array with "
@@ -371,7 +436,7 @@ PyObject* py_pivots(PyObject*, PyObject* args) {
   long long id;
   PyObject* po;
   if (!PyArg_ParseTuple(args, "LO", &id, &po)) return nullptr;
-  auto f = find_factor(id);
+  auto f = find_klu(id);
   if (!f) {
     PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
     return nullptr;
@@ -398,12 +463,12 @@ PyObject* py_pivots(PyObject*, PyObject* args) {
 PyObject* py_logdet(PyObject*, PyObject* args) {
   long long id;
   if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
-  auto f = find_factor(id);
+  auto f = find_klu(id);
   if (!f) {
     PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
     return nullptr;
   }
-  int n = f->sym->n;
+  int n = f->n;
   double logabs = 0.0, phase = 0.0;
   int sign = permutation_parity(f->num->Pnum, n) * permutation_parity(f->sym->sym->Q, n);
   bool zero = false;
@@ -430,7 +495,7 @@ PyObject* py_logdet(PyObject*, PyObject* args) {
 PyObject* py_factor_info(PyObject*, PyObject* args) {
   long long id;
   if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
-  auto f = find_factor(id);
+  auto f = find_klu(id);
   if (!f) {
     PyErr_Format(PyExc_KeyError, "no KLU factor %lld (freed)", id);
     return nullptr;
@@ -675,7 +740,7 @@ ffi::Error KluSolveImpl(ffi::Buffer<ffi::S32> keys, ffi::AnyBuffer values, ffi::
   // precision: solved in place in x, without a workspace
   if (nb == 0 && k == 1 && bt == ffi::DataType::F64 && xt == ffi::DataType::F64) {
     auto f = kv[0] ? find_alias(kv[0]) : nullptr;
-    if (!f || f->cplx || f->sym->n != n) return call_fallback(fallback, keys, values, b, x);
+    if (!f || f->cplx || f->n != n) return call_fallback(fallback, keys, values, b, x);
     const double* bp = static_cast<const double*>(b.untyped_data());
     double* xp = static_cast<double*>(x.untyped_data());
     bool finite = true;
@@ -716,7 +781,7 @@ ffi::Error KluSolveImpl(ffi::Buffer<ffi::S32> keys, ffi::AnyBuffer values, ffi::
   std::vector<std::pair<std::shared_ptr<Factor>, const std::vector<int64_t>*>> work;
   for (auto& g : groups) {
     auto f = g.first ? find_alias(g.first) : nullptr;
-    if (!f || f->sym->n != n) return call_fallback(fallback, keys, values, b, x);
+    if (!f || f->n != n) return call_fallback(fallback, keys, values, b, x);
     work.emplace_back(std::move(f), &g.second);
   }
   if (!finite_buffer(b)) return call_fallback(fallback, keys, values, b, x);
@@ -874,6 +939,8 @@ PyMethodDef methods[] = {
     {"factor", py_factor, METH_VARARGS,
      "factor(symbolic, values) -> (handle or 0, status, numerical_rank, singular_col)"},
     {"free_factor", py_free_factor, METH_VARARGS, "free_factor(handle)"},
+    {"adopt_cholmod", py_adopt_cholmod, METH_VARARGS,
+     "adopt_cholmod(address) -> handle (0: not taken): a native copy of a real CHOLMOD factor"},
     {"solve", py_solve, METH_VARARGS, "solve(handle, X, trans) in place (0 N, 1 T, 2 H)"},
     {"pivots", py_pivots, METH_VARARGS, "pivots(handle, out): the pivots R[k] U[k, k] (unscaled)"},
     {"logdet", py_logdet, METH_VARARGS, "logdet(handle) -> (sign.real, sign.imag, log|det|)"},

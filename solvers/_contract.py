@@ -139,6 +139,13 @@ class Factor(abc.ABC):
         None: not supported (a full setup with its own analysis)."""
         return None
 
+    def native_handle(self) -> int:
+        """The id of this factorization in ``solvers._native``'s table, through which
+        ``adjoints.jax`` solves with it in a compiled loop without a Python callback (KLU's own
+        factor; a native copy of a real CHOLMOD factor, made at the first call); 0: none (the
+        callback serves it)."""
+        return 0
+
     def logdet(self):
         """(sign, log|det A|) (a ``solvers.LogDet``) from the factors; engines without factors
         raise BackendNotSupported naming a direct solver or the stochastic estimator."""

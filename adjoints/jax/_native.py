@@ -1,5 +1,5 @@
-"""Native lowering of ``host_solve_p``: a solve with an existing KLU factorization as an XLA FFI
-call, so that a step of ``lax.scan`` / ``fori_loop`` / ``while_loop`` never enters Python.
+"""Native lowering of ``host_solve_p``: a solve with an existing KLU or CHOLMOD factorization as
+an XLA FFI call, so that a step of ``lax.scan`` / ``fori_loop`` / ``while_loop`` never enters Python.
 
 Only the LOWERING of the solve primitive changes: its jvp, transpose and vmap rules, the
 factorize primitive, the live store (:class:`adjoints.jax._live.Store`) and its lifetime policy
@@ -7,8 +7,10 @@ are the ones of :mod:`adjoints.jax._host`. The hook there (``_solve_lowering``) 
 :func:`applies` and, when it says yes, emits :func:`lower_solve` instead of the Python callback.
 
 When it applies: the native extension ``solvers._native`` is built (against the XLA FFI API
-this jaxlib serves), the computation runs on the CPU, the algorithm is ``sv.KLU`` (the factors
-the FFI handler can solve with), and the solve sits inside a loop body or a branch of a
+this jaxlib serves), the computation runs on the CPU, the algorithm is ``sv.KLU`` or
+``sv.Cholesky`` (factors the FFI handler can solve with: KLU's, and a native copy of a real
+double-precision CHOLMOD factor, ``cholmod_solve2``; a complex one keeps the callback), and the
+solve sits inside a loop body or a branch of a
 compiled module whose factorizations of that key are NOT made inside a loop of that module
 (one made straight before the loop, or an ``adj.factorize`` passed in). Those factorizations
 are kept by claims that do not depend on the consumer's callback — the pins of a straight
@@ -18,10 +20,11 @@ per call, whose references an exact site counts) and solves with a factorization
 the loop keep the callback, which frees or recycles the factorization exactly as before.
 
 The handle is a value XLA passes: the int32 key of the live store. The native table maps keys
-to KLU factor handles (``solvers._native.alias``); the alias is made by the first call that
-meets the key (through the fallback below) and removed, under the live store's lock, when the
-store releases the key — the native factor itself is freed with its ``solvers.KLUFactor``, i.e.
-when the store drops the entry. A call the native side cannot answer exactly as the Python
+to native factor handles (``solvers._native.alias``, ``Factor.native_handle``); the alias is
+made by the first call that meets the key (through the fallback below) and removed, under the
+live store's lock, when the store releases the key — the native factor itself is freed with its
+``solvers`` factor (KLU's, or the CHOLMOD factor whose copy it is), i.e. when the store drops
+the entry. A call the native side cannot answer exactly as the Python
 callback would — a key without a native factor (a miss, an expired ``adj.factorize``, key 0 of
 a failed factorization), a non-finite right-hand side or result — is answered by the Python
 callback's own function (``_solve_host``) through a ctypes fallback, with its counters, its
@@ -54,7 +57,7 @@ import jax
 import numpy as np
 
 import solvers as sv
-from solvers.internals import KLUFactor, native, native_available
+from solvers.internals import native, native_available
 
 from . import _live
 from ._errors import _ERRC, _message, qualified_name, record
@@ -67,6 +70,9 @@ TARGET = "linops_klu_solve"
 #: global, as ``HOST_MIN_NNZ`` is for the host products)
 ENABLED = True
 
+#: the algorithms whose factors live in the native table (``Factor.native_handle``): KLU's own,
+#: CHOLMOD's real factors as a native copy; their solves in loops lower to the FFI call
+NATIVE_ALGORITHMS = (sv.KLU, sv.Cholesky)
 _FALLBACKS: dict = {}     # fallback id -> the Python callback's function for one solve site
 _IDS = itertools.count(1)
 _DTYPES = {4: np.int32, 11: np.float32, 12: np.float64, 15: np.complex64, 18: np.complex128}
@@ -96,9 +102,10 @@ def _alias(keys: np.ndarray) -> None:
     mod = native()
 
     def alias(k, cache):
-        f = getattr(cache, "factor", None)
-        if isinstance(f, KLUFactor):
-            mod.alias(k, f.handle)
+        native_handle = getattr(getattr(cache, "factor", None), "native_handle", None)
+        handle = native_handle() if native_handle is not None else 0
+        if handle:
+            mod.alias(k, handle)
 
     _live.STORE.each_cache(np.unique(keys), alias)
 
@@ -194,8 +201,12 @@ def applies(ctx, spec, op) -> bool:
     lowers to the FFI solve (see the module docstring): not straight, KLU, the CPU, and no
     factorize operation of its site (of the module, for a key that came through a carry or an
     argument) inside a loop or branch."""
-    if not (ENABLED and not op.straight and isinstance(spec.alg, sv.KLU)
+    if not (ENABLED and not op.straight and isinstance(spec.alg, NATIVE_ALGORITHMS)
             and tuple(ctx.module_context.platforms) == ("cpu",)):
+        return False
+    # CHOLMOD's complex factors have no native copy: they keep the callback, never a fallback
+    # per step
+    if isinstance(spec.alg, sv.Cholesky) and np.dtype(ctx.avals_in[1].dtype).kind == "c":
         return False
     made = [o for o in op.module.ops if o.kind == "factorize"
             and (op.site is None or o.site is op.site)]

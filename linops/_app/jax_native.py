@@ -9,6 +9,8 @@ once per call, before the loop. Rows:
   the solves run as XLA FFI calls into ``solvers._native`` (no Python per step);
 * ``adj.solve KLU``: ``adj.solve(A, u + f, sv.KLU())`` in the body, A built outside (the
   factorization is hoisted out of the loop; the same native solves);
+* ``adj.factorize CHOLMOD``: ``adj.factorize(A, sv.Cholesky())``: CHOLMOD's factor, copied
+  into the native table once per call, solved by ``cholmod_solve2`` in the FFI call;
 * ``adj.factorize Auto``: the same loop with the default algorithm (CHOLMOD for this SPD A,
   through the Python callback: the path without the native extension);
 * ``numpy path``: ``sv.init`` once, T ``solve``s, T ``solve_adjoint``s, ∂A kept lazy
@@ -45,7 +47,8 @@ from .report import markdown_table as table
 from .report import publish
 
 DT = 0.05
-METHODS = ["adj.factorize KLU", "adj.solve KLU", "adj.factorize Auto", "numpy path", "klujax",
+METHODS = ["adj.factorize KLU", "adj.solve KLU", "adj.factorize CHOLMOD", "adj.factorize Auto",
+           "numpy path", "klujax",
            "sparsax CHOLMOD", "splineax KLU"]
 PEERS = {"klujax": "klujax", "sparsax CHOLMOD": "sparsax", "splineax KLU": "splineax"}
 
@@ -83,7 +86,7 @@ def _linops(form: str, alg: str):
         P = fam.pattern
         n = P.shape[0]
         eyej, gj = jnp.asarray(eye), jnp.asarray(g)
-        algo = sv.KLU() if alg == "klu" else None
+        algo = {"klu": sv.KLU(), "cholmod": sv.Cholesky(), "auto": None}[alg]
 
         def loss(th, f):
             A = lo.Sparse(eyej + DT * fam(th).values, P)
@@ -258,6 +261,7 @@ def _version(dist: str) -> str:
 
 _BUILD = {"adj.factorize KLU": _linops("factorize", "klu"),
           "adj.solve KLU": _linops("solve", "klu"),
+          "adj.factorize CHOLMOD": _linops("factorize", "cholmod"),
           "adj.factorize Auto": _linops("factorize", "auto"), "numpy path": _numpy,
           "klujax": _klujax, "sparsax CHOLMOD": _sparsax, "splineax KLU": _splineax}
 

@@ -13,8 +13,10 @@ only fail on an exact zero, and would otherwise hand back a solution of rounding
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
+import weakref
 import time
 import warnings
 from dataclasses import dataclass
@@ -537,7 +539,7 @@ class CholmodFactor(Factor):
 
     def __init__(self, A: lo.Sparse, be, pivot_rtol, symbolic=None):
         cholmod = _cholmod()
-        self.be, self.pivot_rtol = be, pivot_rtol
+        self.be, self.pivot_rtol, self._native = be, pivot_rtol, None
         self.out_dtype = precision(A.dtype)
         self.dtype = np.result_type(self.out_dtype, np.float64)  # CHOLMOD: double precision
         csc = _symmetric_pattern(be.csr(A.values, A.pattern)).tocsc().astype(self.dtype,
@@ -579,6 +581,29 @@ class CholmodFactor(Factor):
             X = np.conj(X)
         X = cast_rhs(X, self.out_dtype)
         return self.be.from_host(X)
+
+    def native_handle(self) -> int:
+        """A native copy of the factor (real, double precision: ``cholmod_copy_factor`` into
+        ``solvers._native``, O(nnz(L)) once, freed with this factor) for ``adjoints.jax``'s
+        FFI solves; 0 for complex factors, a layout the reader refuses, or no extension."""
+        if self._native is None:
+            # the extension's loader lives in klu.py, which imports this module (pivot_check)
+            from .klu import native, native_available
+            from .._factors.selinv import _cholmod_struct  # the factor's C layout, verified
+
+            handle = 0
+            if native_available() and hasattr(native(), "adopt_cholmod") and \
+                    self.dtype == np.float64:
+                try:
+                    st = _cholmod_struct(self.factor)
+                except BackendNotSupported:
+                    st = None
+                if st is not None:
+                    handle = int(native().adopt_cholmod(ctypes.addressof(st)))
+                    if handle:
+                        weakref.finalize(self, native().free_factor, handle)
+            self._native = handle
+        return self._native
 
     def _spawn(self, A):
         f = CholmodFactor(A, self.be, self.pivot_rtol, symbolic=self.symbolic)

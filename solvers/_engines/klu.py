@@ -130,6 +130,10 @@ class KLUFactor(Factor):
         self._finalizer = weakref.finalize(self, mod.free_factor, handle)
         pivot_check(self.pivots(), self.out_dtype, pivot_rtol, "KLU")
 
+    def native_handle(self) -> int:
+        """KLU factors live in the native table: their own handle."""
+        return self.handle
+
     def pivots(self) -> np.ndarray:
         """The n pivots R[k]·U[k, k] (before KLU's row scaling), in factor order."""
         out = np.empty(self.symbolic.pattern.shape[0], self.dtype)

@@ -1,7 +1,9 @@
 """Child process of tests/jax/test_native.py: jax_memory_child's patterns with sv.KLU, whose
 solves inside loops run as XLA FFI calls; prints RSS growth and the native table's sizes.
 
-    python tests/jax/native_memory_child.py PATTERN[,PATTERN...] CALLS
+    python tests/jax/native_memory_child.py PATTERN[,PATTERN...] CALLS [ALG]
+
+ALG: ``klu`` (default) or ``cholesky`` (CHOLMOD's real factors, copied into the native table).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from tests.jax import jax_memory_child as child  # noqa: E402
 from adjoints.jax import _native  # noqa: E402
 from solvers.internals import native  # noqa: E402
 
-child.ALG = "klu"   # read at call time by every pattern of jax_memory_child
+# read at call time by every pattern of jax_memory_child
+child.ALG = sys.argv[3] if len(sys.argv) > 3 else "klu"
 
 if __name__ == "__main__":
     # one pattern, or several (comma-separated) measured one after the other in this process;

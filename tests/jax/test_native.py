@@ -97,13 +97,28 @@ def run_battery(case, form, which=WHICH, dense=False):
     return jax.tree.map(np.asarray, compiled(*args))
 
 
+def cholmod_case(dtype):
+    """An HPD case through sv.Cholesky (CHOLMOD): real factors solve natively (a copy in the
+    native table), complex ones keep the callback."""
+    if not sv.cholmod_available():
+        pytest.skip("scikit-sparse (CHOLMOD) is not installed")
+    return make_case("sparse-Cholesky", dtype)
+
+
+CASES = {"klu": klu_case, "cholmod": cholmod_case}
+
+
+@pytest.mark.parametrize("engine", ["klu", "cholmod"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
 @pytest.mark.parametrize("form", ["scan", "fori", "cond", "solve-in-body"])
-def test_native_equals_the_callback_path_and_dense_autodiff(form, dtype):
-    case = klu_case(dtype)
+def test_native_equals_the_callback_path_and_dense_autodiff(form, dtype, engine):
+    case = CASES[engine](dtype)
     drain()
     got = run_battery(case, form)
-    assert native_calls() > 0, "the FFI solve did not run"
+    if engine == "cholmod" and np.dtype(dtype).kind == "c":
+        assert native_calls() == 0, "a complex CHOLMOD factor has no native copy: the callback"
+    else:
+        assert native_calls() > 0, "the FFI solve did not run"
     _native.ENABLED = False
     try:
         drain()
@@ -118,8 +133,9 @@ def test_native_equals_the_callback_path_and_dense_autodiff(form, dtype):
             f"{form}/{np.dtype(dtype).name}")
 
 
-def test_one_factorization_and_every_step_counted():
-    case = klu_case(np.float64)
+@pytest.mark.parametrize("engine", ["klu", "cholmod"])
+def test_one_factorization_and_every_step_counted(engine):
+    case = CASES[engine](np.float64)
     p, q = case.params, rhs(case)
     f = jax.jit(jax.value_and_grad(lambda p, q: jnp.sum(loop_solve(case, "scan")(
         p, make_b(q, case.dtype)) ** 2), (0, 1)))
@@ -239,12 +255,16 @@ MEMORY_CALLS = 150   # a leak of one KLU factor per call would be >= 150 MB: 3x 
 
 
 @pytest.mark.slow
-def test_rss_stays_flat_over_150_native_calls_of_every_pattern():
-    """The four patterns in ONE child (one JAX import), each from its own warm-up and baseline."""
+@pytest.mark.parametrize("alg", ["klu", "cholesky"])
+def test_rss_stays_flat_over_150_native_calls_of_every_pattern(alg):
+    """The four patterns in ONE child (one JAX import), each from its own warm-up and baseline;
+    KLU's factors, and CHOLMOD's native copies (freed with the factor they copy)."""
+    if alg == "cholesky" and not sv.cholmod_available():
+        pytest.skip("scikit-sparse (CHOLMOD) is not installed")
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     p = subprocess.run([sys.executable, str(HERE / "native_memory_child.py"), ",".join(MEMORY),
-                        str(MEMORY_CALLS)], capture_output=True, text=True, timeout=600,
+                        str(MEMORY_CALLS), alg], capture_output=True, text=True, timeout=600,
                        env=env, cwd=ROOT)
     got = {r["pattern"]: r for r in (json.loads(ln[2:]) for ln in p.stdout.splitlines()
                                      if ln.startswith("@@"))}
