@@ -30,6 +30,7 @@ import numpy as np
 import linops as lo
 from linops.internals import to_numpy
 
+from .._analyses import analyses
 from .._checks import backend_of_problem, cast_rhs, precision, split_complex
 from .._contract import Algorithm, Factor
 from .._errors import BackendNotSupported, SingularMatrixError
@@ -114,8 +115,16 @@ class KLUFactor(Factor):
         self.out_dtype = precision(A.dtype)
         self.dtype = np.result_type(self.out_dtype, np.float64)   # KLU: double precision
         if symbolic is None:
-            symbolic = _Symbolic(A.pattern, ordering)
-            self.symbolic_analyses = 1
+            # KLU's analysis (BTF + the fill-reducing ordering) is the pattern's alone: kept
+            # across caches (solvers._analyses)
+            key = ("klu", A.pattern, ordering)
+            symbolic = analyses.get(key)
+            if symbolic is None:
+                symbolic = _Symbolic(A.pattern, ordering)
+                self.symbolic_analyses = 1
+                analyses.put(key, symbolic, 16 * (A.shape[0] + A.pattern.nnz))
+            else:
+                self.reused_analysis = True
         self.symbolic = symbolic
         values = np.ascontiguousarray(to_numpy(A.values), dtype=self.dtype)
         handle, status, rank, col = mod.factor(symbolic.id, values)

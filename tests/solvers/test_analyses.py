@@ -43,8 +43,10 @@ def _fresh(prob, alg):
         sv.analyses.clear()
 
 
+needs_klu = pytest.mark.skipif(not sv.native_available(), reason="solvers._native not built")
 ENGINES = [pytest.param(lambda: sv.Pardiso(), "PARDISO", marks=needs_pardiso, id="pardiso"),
-           pytest.param(lambda: sv.Cholesky(), "CHOLMOD", marks=needs_cholmod, id="cholmod")]
+           pytest.param(lambda: sv.Cholesky(), "CHOLMOD", marks=needs_cholmod, id="cholmod"),
+           pytest.param(lambda: sv.KLU(), "KLU", marks=needs_klu, id="klu")]
 
 
 @pytest.mark.parametrize("make, engine", ENGINES)
