@@ -294,7 +294,8 @@ PyObject* py_free_symbolic(PyObject*, PyObject* args) {
 PyObject* py_factor(PyObject*, PyObject* args) {
   long long sid;
   PyObject* pval;
-  if (!PyArg_ParseTuple(args, "LO", &sid, &pval)) return nullptr;
+  double tol = -1.0;   // KLU's partial-pivoting tolerance (its default 0.001 where <= 0)
+  if (!PyArg_ParseTuple(args, "LO|d", &sid, &pval, &tol)) return nullptr;
   std::shared_ptr<Symbolic> s;
   {
     std::lock_guard<std::mutex> g(g_lock);
@@ -318,6 +319,7 @@ PyObject* py_factor(PyObject*, PyObject* args) {
   f->n = s->n;
   f->cplx = kind == 1;
   klu_init(&f->common);
+  if (tol > 0) f->common.tol = tol;
   int status = 0, rank = -1, col = -1;
   Py_BEGIN_ALLOW_THREADS
   const int w = f->cplx ? 2 : 1;
@@ -937,7 +939,7 @@ PyMethodDef methods[] = {
     {"symbolic_info", py_symbolic_info, METH_VARARGS, "symbolic_info(handle) -> dict"},
     {"free_symbolic", py_free_symbolic, METH_VARARGS, "free_symbolic(handle)"},
     {"factor", py_factor, METH_VARARGS,
-     "factor(symbolic, values) -> (handle or 0, status, numerical_rank, singular_col)"},
+     "factor(symbolic, values[, tol]) -> (handle or 0, status, numerical_rank, singular_col)"},
     {"free_factor", py_free_factor, METH_VARARGS, "free_factor(handle)"},
     {"adopt_cholmod", py_adopt_cholmod, METH_VARARGS,
      "adopt_cholmod(address) -> handle (0: not taken): a native copy of a real CHOLMOD factor"},

@@ -102,6 +102,9 @@ class _Symbolic:
         return native().symbolic_info(self.id)
 
 
+PIVOT_TOL = 1.0   # KLU's Common.tol: partial pivoting (see KLUFactor)
+
+
 class KLUFactor(Factor):
     """One KLU numeric factorization on a (shared) symbolic analysis. ``handle``: the native
     factor's id in ``solvers._native``'s table (what ``adjoints.jax`` aliases its keys to);
@@ -127,17 +130,27 @@ class KLUFactor(Factor):
                 self.reused_analysis = True
         self.symbolic = symbolic
         values = np.ascontiguousarray(to_numpy(A.values), dtype=self.dtype)
-        handle, status, rank, col = mod.factor(symbolic.id, values)
+        # partial pivoting (KLU's tol = 1): KLU's default threshold (0.001, a diagonal pivot
+        # kept down to 1e-3 of its column's largest entry) grew the factors of a matrix that
+        # needs pivoting to a backward error of 1e-14..4e-13 where partial pivoting gives 2e-16
+        # (the long oracle profile's counterexample, n = 25, cond 38); a diagonally dominant
+        # matrix (a PDE's) pivots on its diagonal either way
+        self._numeric(mod, values, A.shape[0], tol=PIVOT_TOL)
+        pivot_check(self.pivots(), self.out_dtype, pivot_rtol, "KLU")
+
+    def _numeric(self, mod, values, n: int, tol: float) -> None:
+        """klu_factor on the kept analysis (``tol``: KLU's pivoting tolerance); a zero pivot
+        raises SingularMatrixError."""
+        handle, status, rank, col = mod.factor(self.symbolic.id, values, tol)
         if handle == 0:
             if status == 1:   # KLU_SINGULAR: an exactly zero pivot
                 raise SingularMatrixError(
                     f"KLU: the matrix is singular: column {col} has a zero pivot (numerical "
-                    f"rank {rank} of {A.shape[0]}). Check boundary conditions (a pure-Neumann "
+                    f"rank {rank} of {n}). Check boundary conditions (a pure-Neumann "
                     f"problem needs one fixed dof) or regularise")
             raise SingularMatrixError(f"KLU: klu_factor failed (KLU status {status})")
         self.handle = handle
         self._finalizer = weakref.finalize(self, mod.free_factor, handle)
-        pivot_check(self.pivots(), self.out_dtype, pivot_rtol, "KLU")
 
     def native_handle(self) -> int:
         """KLU factors live in the native table: their own handle."""

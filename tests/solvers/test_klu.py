@@ -141,3 +141,53 @@ def test_dropping_caches_frees_their_native_factors():
     assert after["factors"] == before["factors"] and after["symbolic"] == before["symbolic"] + 1
     sv.analyses.clear()
     assert native().counts()["symbolic"] == before["symbolic"]
+
+
+def _needs_pivoting(n: int, seed: int) -> lo.Sparse:
+    """The oracle's "pivoting" kind: random entries of a random density, a zero diagonal and a
+    cyclic shift of 3 that keeps it regular, every entry stored (zeros too)."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, n)) * (rng.random((n, n)) < rng.uniform(0.15, 1.0))
+    np.fill_diagonal(a, 0.0)
+    a[np.arange(n), (np.arange(n) + 1) % n] += 3.0
+    r, c = np.nonzero(np.ones((n, n), dtype=bool))
+    return lo.Sparse.from_scipy(sp.csr_matrix((a[r, c], (r, c)), shape=(n, n))), a
+
+
+def _worst_backward_error(a, cache, rng) -> float:
+    B = rng.standard_normal((a.shape[0], 4))
+    norm = np.linalg.norm(a, 2)
+    worst = 0.0
+    for M, X in ((a, cache.solve(B)), (a.T, cache.solve_transpose(B))):
+        for k in range(B.shape[1]):
+            x, b = X[:, k], B[:, k]
+            worst = max(worst, np.linalg.norm(b - M @ x) / (norm * np.linalg.norm(x)
+                                                             + np.linalg.norm(b)))
+    return worst
+
+
+SEEDS = 100
+
+
+def test_matrices_that_need_pivoting_get_the_backward_error_of_partial_pivoting(monkeypatch):
+    """KLU's own default threshold (Common.tol 0.001) keeps diagonal pivots down to 1e-3 of
+    their column's largest entry; on these matrices its factors grew to backward errors above
+    the oracle's 64·n·u (4.4e-13 at n = 25 in the long profile). sv.KLU factorizes with partial
+    pivoting (tol 1): every solve within the bound, where the default threshold is not."""
+    import solvers._engines.klu as klu
+
+    n, bound = 25, 64 * 25 * np.finfo(float).eps / 2
+    rng = np.random.default_rng(0)
+    ours, threshold = 0.0, 0.0
+    for seed in range(SEEDS):
+        S, a = _needs_pivoting(n, seed)
+        ours = max(ours, _worst_backward_error(a, sv.init(sv.LinearProblem(S), sv.KLU()), rng))
+        with monkeypatch.context() as m:
+            m.setattr(klu, "PIVOT_TOL", 0.001)       # KLU's default, for the precondition
+            sv.analyses.clear()
+            threshold = max(threshold, _worst_backward_error(
+                a, sv.init(sv.LinearProblem(S), sv.KLU()), rng))
+    assert ours <= bound, f"partial pivoting: backward error {ours:.2e} > 64·n·u = {bound:.2e}"
+    # the precondition: the default threshold's factors are far less accurate on these
+    # matrices (the oracle's counterexample crossed the bound; here: ~1e-13 against 3e-16)
+    assert threshold > 50 * ours, f"threshold {threshold:.2e} vs partial pivoting {ours:.2e}"
