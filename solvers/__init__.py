@@ -24,7 +24,7 @@ CacheStats                                 factorizations, numeric_refactorizati
                                            symbolic_analyses, fallbacks, tuning_factorizations,
                                            solves, adjoint_solves, transpose_solves, columns,
                                            iterations, times (``Stats``: its deprecated old name)
-analyses                                   symbolic analyses kept per pattern across caches
+analyses, AnalysisStats                   symbolic analyses kept per pattern across caches
                                            (CHOLMOD, PARDISO): a second one-shot solve of a
                                            pattern factorizes numerically only; ``.stats()``,
                                            ``.clear()``, ``.limit(entries=, nbytes=)``
@@ -178,6 +178,7 @@ from ._logdet_estimate import logdet_estimate as logdet_estimate
 __all__ = [
     # problem and results
     "LinearProblem", "init", "solve", "Solution", "LinearCache", "CacheStats", "Status",
+    "analyses", "AnalysisStats",
     # algorithms
     "Auto", "LU", "Cholesky", "CG", "MINRES", "GMRES", "BiCGStab", "Woodbury", "DiagonalSolve",
     "Pardiso", "PETSc", "cholmod_available", "show_config", "KLU", "native_available",

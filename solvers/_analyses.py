@@ -8,7 +8,10 @@ phase 11 for the Hermitian definite types, and for its unsymmetric types under t
 module states) put
 it here after a full setup and look it up before the next one: the numeric factorization
 follows on the kept analysis, ``factor.symbolic_analyses`` is 0 and ``cache.info`` says so.
-The answer is the one a fresh analysis gives (the same ordering: it is a function of the pattern).
+For the structural analyses the answer is the one a fresh analysis gives (the same ordering: a
+function of the pattern). PARDISO's unsymmetric types are the exception: their matching and
+scaling come from the values the kept analysis saw, so an answer may differ from a fresh one's
+by rounding (backward errors of the same order; a perturbed pivot means a fresh analysis).
 
 The store is bounded (entries and bytes, least recently used evicted first) and holds analyses
 only, never numeric factors: a factorization still lives exactly as long as its cache.
@@ -36,7 +39,12 @@ NBYTES = 512 << 20     # and at most this many bytes of them (engine estimates)
 class AnalysisStats:
     """What :class:`Analyses` holds and did: ``kept`` analyses of ``nbytes`` (the engines'
     estimates), ``hits`` (setups that reused one), ``misses`` (setups that ran their own),
-    ``evicted`` (dropped for room), ``entries``/``limit_bytes`` its bounds."""
+    ``evicted`` (dropped for room), ``entries``/``limit_bytes`` its bounds.
+
+    >>> s = Analyses(entries=4).stats()
+    >>> s.kept, s.entries
+    (0, 4)
+    """
 
     kept: int
     nbytes: int
@@ -51,7 +59,13 @@ class Analyses:
     """A bounded, thread-safe map (engine key, pattern) → symbolic analysis, least recently used
     first out. Keys are hashable tuples an engine builds from what its analysis depends on (the
     ``lo.Pattern``, hashed by its fingerprint, the matrix type, the precision). Cost: O(1) per
-    lookup beyond the pattern's fingerprint (computed once per pattern)."""
+    lookup beyond the pattern's fingerprint (computed once per pattern).
+
+    >>> store = Analyses(entries=1)
+    >>> store.put(("demo", "p"), "analysis", nbytes=8)
+    >>> store.get(("demo", "p")), store.get(("demo", "q")), store.stats().hits
+    ('analysis', None, 1)
+    """
 
     def __init__(self, entries: int = ENTRIES, nbytes: int = NBYTES):
         self._lock = threading.Lock()

@@ -1,7 +1,7 @@
 """SuiteSparse KLU as a sparse direct solver, compiled into linops (``solvers._native``).
 
 KLU (Davis & Palamadai Natarajan) orders A to block triangular form (BTF), orders each block
-(AMD or COLAMD) and factorizes the blocks by left-looking LU with threshold partial pivoting
+(AMD or COLAMD) and factorizes the blocks by left-looking LU with partial pivoting (tol 1)
 and row scaling: P R⁻¹ A Q = L U + F. It is the LU of circuit simulators and of the native JAX
 solvers (klujax, splineax, sparsax), and it is the engine whose factors ``adjoints.jax`` solves
 with inside XLA without a Python callback (``adjoints.jax._native``).

@@ -438,7 +438,9 @@ class PardisoFactor(Factor):
 
     @property
     def phases(self) -> Counter:
-        """Calls per PARDISO phase on this cache's handle (11: analysis, 22: numeric, 33: solve)."""
+        """Calls per PARDISO phase on this cache's handle (11: analysis, 22: numeric, 33: solve);
+        the handle is shared by every cache of the pattern while ``sv.analyses`` keeps it, and so
+        are its counts (``cache.stats`` counts one cache's work)."""
         return self.handle.phases
 
     def _pivot_check(self) -> None:

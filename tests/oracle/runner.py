@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import adjoints as ad
 import linops as lo
 import solvers as sv
-from linops.internals import structure
+from linops.internals import abs_apply
 from solvers.internals import default_rtol
 
 from . import cases as C
@@ -132,9 +132,11 @@ def _expect_init(j, m, kind, eng, err, kappa, u) -> None:
 
 
 def _entries(cache) -> bool:
-    """Whether the cache's operator stores entries (the acceptance rule's componentwise
-    backward error needs |A|; a matrix-free operator is judged normwise)."""
-    return structure(cache.A) != "matrixfree"
+    """Whether the acceptance rule could judge the cache's operator componentwise: it needs
+    |A| (``abs_apply``); operators without it (matrix-free, a Diagonal + LowRank sum) are
+    judged normwise, as solvers._acceptance documents."""
+    A = cache.A
+    return abs_apply(A, np.zeros((A.shape[1], 1), dtype=A.dtype), False) is not None
 
 
 def _solves(j, m, cache, b, u, rtol, eng, kappa):
