@@ -85,6 +85,16 @@ class Analyses:
             self._hits += 1
             return item[0]
 
+    def obtain(self, key: Hashable, make, nbytes) -> tuple[Any, bool]:
+        """(analysis, reused): the kept one for ``key``, else ``make()`` kept under it with
+        ``nbytes(analysis)`` bytes — the structural engines' whole use of the store."""
+        analysis = self.get(key)
+        if analysis is not None:
+            return analysis, True
+        analysis = make()
+        self.put(key, analysis, nbytes(analysis))
+        return analysis, False
+
     def put(self, key: Hashable, analysis: Any, nbytes: int) -> None:
         """Keep ``analysis`` for ``key`` (replacing an older one), then evict down to the bounds;
         an analysis larger than the byte bound alone is not kept."""

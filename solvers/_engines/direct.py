@@ -550,14 +550,11 @@ class CholmodFactor(Factor):
             # eigenvalues 1.1, 3.7, 12): the supernodal factorization of the same matrix is right
             mode = "supernodal" if self.dtype.kind == "c" else "auto"
             # CHOLMOD's analysis is the pattern's alone: kept across caches (solvers._analyses)
-            key = ("cholmod", A.pattern, mode, self.dtype)
-            symbolic = analyses.get(key)
-            if symbolic is None:
-                symbolic = _Symbolic(cholmod.analyze(csc, mode=mode))
-                self.symbolic_analyses = 1
-                analyses.put(key, symbolic, 8 * (4 * A.shape[0] + csc.nnz))
-            else:
-                self.reused_analysis = True
+            symbolic, self.reused_analysis = analyses.obtain(
+                ("cholmod", A.pattern, mode, self.dtype),
+                lambda: _Symbolic(cholmod.analyze(csc, mode=mode)),
+                lambda _: 8 * (4 * A.shape[0] + csc.nnz))
+            self.symbolic_analyses = int(not self.reused_analysis)
         self.symbolic = symbolic
         t = time.perf_counter()
         try:

@@ -120,14 +120,10 @@ class KLUFactor(Factor):
         if symbolic is None:
             # KLU's analysis (BTF + the fill-reducing ordering) is the pattern's alone: kept
             # across caches (solvers._analyses)
-            key = ("klu", A.pattern, ordering)
-            symbolic = analyses.get(key)
-            if symbolic is None:
-                symbolic = _Symbolic(A.pattern, ordering)
-                self.symbolic_analyses = 1
-                analyses.put(key, symbolic, 16 * (A.shape[0] + A.pattern.nnz))
-            else:
-                self.reused_analysis = True
+            symbolic, self.reused_analysis = analyses.obtain(
+                ("klu", A.pattern, ordering), lambda: _Symbolic(A.pattern, ordering),
+                lambda _: 16 * (A.shape[0] + A.pattern.nnz))
+            self.symbolic_analyses = int(not self.reused_analysis)
         self.symbolic = symbolic
         values = np.ascontiguousarray(to_numpy(A.values), dtype=self.dtype)
         # partial pivoting (KLU's tol = 1): KLU's default threshold (0.001, a diagonal pivot

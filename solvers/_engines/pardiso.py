@@ -333,26 +333,24 @@ class Pardiso(Algorithm):
         single = dtype in (np.float32, np.complex64)
         key = ("pardiso", P, mtype, single)
         kept = analyses.get(key)
+        fallbacks = 0
+        # the unsymmetric types' analysis matched and scaled the values it saw (iparm(11),
+        # iparm(13)): kept for other values only where it serves them without a perturbed
+        # pivot; else it is dropped and this A is analysed afresh (counted: a fallback)
         try:
             factor = kept._spawn_into(A, be, dtype, upper, self.pivot_rtol) if kept else None
         except SingularMatrixError:
             if mtype in (2, 4):       # the definite types' analysis is the pattern's alone
                 raise
-            factor = None             # matched for other values: analysed afresh below
+            factor, fallbacks = None, 1
             analyses.drop(key)
-            kept = False
         if factor is not None:
-            # the unsymmetric types' analysis matched and scaled the values it saw (iparm(11),
-            # iparm(13)): kept for other values only where it serves them without a perturbed
-            # pivot; else it is dropped and this A is analysed afresh (counted: a fallback)
             if mtype in (2, 4) or factor.perturbed_pivots == 0:
                 factor.reused_analysis = True
                 return factor
             factor.close()
             analyses.drop(key)
             fallbacks = 1
-        else:
-            fallbacks = int(kept is False)
         handle = _Handle(lib, mtype, n, ia, ja, single)
         err = handle.call(ANALYSIS, _values(A, dtype, upper))
         if err:
