@@ -5,7 +5,7 @@ A script that calls ``sv.solve(LinearProblem(K(θ), b))`` once per optimization 
 cache every step; ``update`` would reuse the analysis, a fresh cache could not. Engines whose
 analysis depends on the pattern only (CHOLMOD's ``analyze``, KLU's ``klu_analyze``, PARDISO's
 phase 11 for the Hermitian definite types, and for its unsymmetric types under the guard its
-module states) put
+module states; SuperLU's column order, per mode) put
 it here after a full setup and look it up before the next one: the numeric factorization
 follows on the kept analysis, ``factor.symbolic_analyses`` is 0 and ``cache.info`` says so.
 For the structural analyses the answer is the one a fresh analysis gives (the same ordering: a

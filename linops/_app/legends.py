@@ -25,8 +25,9 @@ MAIN = """columns:
   n               unknowns (free dofs) of the 2-D Q4 family; about 9n stored entries
   method          what computed it (linops methods: the algorithm, and in parentheses the engine
                   it ran, as the cache reports it)
-  time s          value + gradient w.r.t. θ and w.r.t. K's stored values, best of 2 runs
-                  (the cold one and one more; JAX: 2 after the run that compiled)
+  time s          value + gradient w.r.t. θ and w.r.t. K's stored values, best of 2 to 5
+                  runs (the cold one and more while they total under 1 s; JAX: after the run
+                  that compiled)
   grad/fwd        that time divided by the value alone (1.0 = the gradient is free)
   fact.           factorizations per value + gradient (linops: 1; jax spsolve: 2)
   peak MB         peak RSS increase of the first (cold) run, in its own process

@@ -37,7 +37,7 @@ LEGEND = """columns:
   problem    the measured family: 2-D Q4 heat conduction (symmetric positive definite) or
              convection-diffusion (nonsymmetric values, the same pattern)
   n          unknowns, nx·(nx+1)
-  engine     the candidate (SuperLU is timed for a Hermitian matrix only where CHOLMOD cannot)
+  engine     the candidate (SuperLU: symmetric mode for the structurally symmetric pattern)
   setup s    its full setup: ordering/analysis, numeric factorization and its checks
   numeric s  the numeric factorization alone (CHOLMOD cholesky, PARDISO phase 22; SuperLU: all)
   solves s   one forward and one adjoint solve

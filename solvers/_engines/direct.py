@@ -244,7 +244,19 @@ class SparseLUFactor(Factor):
         self.pattern = A.pattern  # A's (explicit zeros included): selected inversion holds it
         csc = be.csr(A.values, A.pattern).tocsc().astype(self.dtype, copy=False)
         self.fallbacks = 0
+        # SuperLU keeps no symbolic factorization, but its column order is the pattern's alone:
+        # kept across caches (solvers._analyses), a fresh cache of a known pattern factorizes A
+        # permuted by it, as an update does (0.85-0.9x the time of splu's own ordering at
+        # n = 40 200 and 160 400; the same factors)
+        key = (("superlu", A.pattern, symmetric)
+               if order is None and be.sparse_lu_keeps_order else None)
+        if key is not None:
+            order = analyses.get(key)
+            self.reused_analysis = order is not None
         self._factorize(csc, order, symmetric)
+        if key is not None and not self.reused_analysis:
+            self.order.setflags(write=False)   # shared by the pattern's later caches
+            analyses.put(key, self.order, self.order.nbytes)
         try:
             berr = factor_check(self, A, pivot_rtol, self.kind)
         except SingularMatrixError:

@@ -46,7 +46,8 @@ def _fresh(prob, alg):
 needs_klu = pytest.mark.skipif(not sv.native_available(), reason="solvers._native not built")
 ENGINES = [pytest.param(lambda: sv.Pardiso(), "PARDISO", marks=needs_pardiso, id="pardiso"),
            pytest.param(lambda: sv.Cholesky(), "CHOLMOD", marks=needs_cholmod, id="cholmod"),
-           pytest.param(lambda: sv.KLU(), "KLU", marks=needs_klu, id="klu")]
+           pytest.param(lambda: sv.KLU(), "KLU", marks=needs_klu, id="klu"),
+           pytest.param(lambda: sv.LU(), "SuperLU", id="superlu")]
 
 
 @pytest.mark.parametrize("make, engine", ENGINES)
@@ -103,6 +104,54 @@ def _hard_nonsymmetric(n: int, seed: int):
         A = sp.csr_matrix(sp.diags(10.0 ** rng.uniform(-6, 6, n)) @ A)
     A.sort_indices()
     return A
+
+
+def _hard_structurally_symmetric(n: int, seed: int):
+    """The pattern of ``_hard_nonsymmetric`` made structurally symmetric (SuperLU's symmetric
+    mode), its values nonsymmetric; seed % 3 == 1: a zero diagonal (stored), pivots off it. (The
+    symmetric mode's fallback to partial pivoting on a kept order: test_superlu_modes.py.)"""
+    A = _hard_nonsymmetric(n, seed)
+    P = (abs(A) + abs(A).T).tocsr()
+    P.data[:] = np.random.default_rng(seed + 100).standard_normal(P.nnz)
+    if seed % 3 == 1:
+        P.setdiag(0.0)        # stored zeros: the pattern keeps its diagonal
+    P.sort_indices()
+    return P
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("make", [_hard_nonsymmetric, _hard_structurally_symmetric])
+def test_superlu_kept_column_order_answers_as_a_fresh_order(make, seed):
+    """SuperLU's column order is kept per pattern (and mode): a second cache of the pattern, on
+    values that need pivoting, factorizes the permuted matrix with NATURAL — the same fill, the
+    dense answer to the backward error of a fresh ordering, log det and transpose solves too."""
+    n = 120
+    first = sv.init(sv.LinearProblem(make(n, 3 * seed + 300), np.ones(n)), sv.LU())  # kind 0
+    assert first.stats.symbolic_analyses == 1 and not first.factor.reused_analysis
+    A = make(n, seed)
+    b = np.random.default_rng(seed).standard_normal(n)
+    prob = sv.LinearProblem(A, b)
+    try:
+        fresh = _fresh(prob, sv.LU())
+    except sv.SingularMatrixError as e:   # rows over 12 decades: a condition estimate past 1e13
+        with pytest.raises(sv.SingularMatrixError, match="reciprocal condition"):
+            sv.init(prob, sv.LU())
+        assert "reciprocal condition" in str(e)
+        return
+    sv.init(sv.LinearProblem(make(n, 3 * seed + 300), np.ones(n)), sv.LU())   # keep the order
+    second = sv.init(prob, sv.LU())
+    assert second.factor.reused_analysis and second.stats.symbolic_analyses == 0
+    assert second.factor.symmetric == fresh.factor.symmetric        # the same mode (fallback too)
+    assert second.factor.lu.nnz == fresh.factor.lu.nnz              # the kept order's fill
+    D = A.toarray()
+    for x, M in ((second.solve(), A), (second.solve_transpose(b), A.T),
+                 (second.solve_adjoint(b), A.T)):
+        rhs = b
+        assert _backward_error(M, x, rhs) <= 64 * n * np.finfo(float).eps
+    np.testing.assert_allclose(second.solve(), np.linalg.solve(D, b),
+                               rtol=1e-9 * np.linalg.cond(D) / 1e3 + 1e-12)
+    assert second.logdet().logabsdet == pytest.approx(np.linalg.slogdet(D)[1], rel=1e-11)
+    assert second.logdet().sign == pytest.approx(np.linalg.slogdet(D)[0])
 
 
 @needs_pardiso

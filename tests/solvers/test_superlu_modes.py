@@ -123,6 +123,12 @@ def test_unstable_threshold_pivoting_is_caught_and_redone_with_partial_pivoting(
     cache.update(A=A * 3.0)                       # refactorized in the general mode's order
     assert cache.stats.numeric_refactorizations == 1
     check_every_query(cache, 3.0 * M, 1e-12)
+    # a new cache of the pattern starts from the kept symmetric-mode order (sv.analyses): the
+    # same loss, caught the same way
+    again = sv.init(sv.LinearProblem(A * 2.0), sv.LU())
+    assert again.factor.reused_analysis and again.stats.fallbacks == 1
+    assert again.kind.startswith("SuperLU (after symmetric mode: backward error")
+    check_every_query(again, 2.0 * M, 1e-12)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32, np.complex64])
