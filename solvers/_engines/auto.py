@@ -75,7 +75,8 @@ class Auto(Algorithm):
     rules' direct engine is only the first guess. At a cache's first ``update`` on the same
     pattern (or at ``init`` with ``tune=True``) Auto times every candidate engine that can
     answer the problem's questions — CHOLMOD, PARDISO and SuperLU (symmetric mode for a
-    structurally symmetric pattern) for a Hermitian A, PARDISO and SuperLU otherwise — on the real matrix, keeps the fastest one's factor and drops the others
+    structurally symmetric pattern) for a Hermitian A, PARDISO and SuperLU otherwise — on the
+    real matrix, keeps the fastest one's factor and drops the others
     (``cache.stats.tuning_factorizations``: at most one per candidate per pattern), and
     remembers the winner for the pattern. Without a measurement of the pattern, a per-machine
     profile written by ``python -m linops tune`` (read from the user's cache directory) picks
@@ -343,7 +344,7 @@ def _pardiso_answers(asks, sym: bool) -> bool:
 
 def _candidates(be, sym: bool, asks) -> list:
     """The engines Auto times for a sparse host matrix: (engine, the algorithm a trial runs, the
-    plan kept when it wins, and the engine whose success makes this trial needless)."""
+    plan kept when it wins)."""
     cholmod = be.capability("sparse_cholesky") is None
     pardiso = entry("pardiso").unavailable() is None
     out = []
@@ -367,10 +368,8 @@ def _candidates(be, sym: bool, asks) -> list:
 
 
 def _timed(cands) -> set:
-    """The engines a measurement over ``cands`` may time (not those another one makes
-    needless)."""
-    names = {c[0] for c in cands}
-    return {c[0] for c in cands if len(c) < 4 or c[3] not in names}
+    """The engines a measurement over ``cands`` may time."""
+    return {c[0] for c in cands}
 
 
 def _engine_alg(engine: str, sym: bool):

@@ -362,9 +362,8 @@ def measure_candidates(candidates, A, prob, repeat: int = 1) -> Measurement:
     """The trials of ``candidates`` (as :class:`Tuned` takes them) on A, each the fastest of
     ``repeat``, every factor closed: a Measurement for ``use="init"``."""
     timings = []
-    for engine, alg, _plan, *unless in candidates:
-        done = {t.engine for t in timings if t.failed is None}
-        if engine in done or (unless and unless[0] in done):
+    for engine, alg, _plan in candidates:
+        if engine in {t.engine for t in timings if t.failed is None}:
             continue
         best = None
         for _ in range(max(1, int(repeat))):
@@ -391,9 +390,8 @@ class Tuned(Algorithm):
 
     Attributes
     ----------
-    candidates : tuple of (str, Algorithm, Algorithm[, str])
-        (engine, the algorithm timed, the plan kept when it wins[, an engine whose success
-        makes this trial needless]); a second entry of one engine (PARDISO's unsymmetric type
+    candidates : tuple of (str, Algorithm, Algorithm)
+        (engine, the algorithm timed, the plan kept when it wins); a second entry of one engine (PARDISO's unsymmetric type
         after its definite one) is tried only when the first failed.
     use : str
         What the ranking is for: ``"update"`` or ``"init"``.
@@ -416,9 +414,8 @@ class Tuned(Algorithm):
 
     def _setup(self, A, prob) -> Factor:
         timings, best, best_cost, best_plan, tried = [], None, math.inf, None, 0
-        for engine, alg, plan, *unless in self.candidates:
-            done = {t.engine for t in timings if t.failed is None}
-            if engine in done or (unless and unless[0] in done):
+        for engine, alg, plan in self.candidates:
+            if engine in {t.engine for t in timings if t.failed is None}:
                 continue
             timing, factor = trial(engine, alg, A, prob)
             tried += 1
