@@ -59,6 +59,7 @@ Example (eager; ``adjoints.jax.solve`` and ``adjoints.jax.factorize`` are the pu
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -123,10 +124,13 @@ def check_finite(x: np.ndarray, what: str) -> None:
 
 
 # ----- host work (runs on the host thread) -------------------------------------------------------
-def factor_on_host(values: np.ndarray, spec: Spec, like=None):
+def factor_on_host(values: np.ndarray, spec: Spec, like=None, loop: bool = False):
     """solvers.init on a private, read-only copy of the values (a callback's buffers die after
     the call). ``like``: a cache of the same pattern whose symbolic analysis to reuse. NaN/Inf
-    in the values are named by their row and column."""
+    in the values are named by their row and column. ``loop``: the factorization is solved
+    at the steps of a compiled loop through the native FFI call, so the default algorithm
+    prefers an engine that call solves with (``sv.Auto(loop_solves=True)``); an algorithm the
+    caller chose is kept."""
     v = np.array(values, copy=True)
     ok = np.isfinite(v)
     if not ok.all():
@@ -138,7 +142,9 @@ def factor_on_host(values: np.ndarray, spec: Spec, like=None):
     v.setflags(write=False)
     A = lo.Sparse(v, spec.pattern)
     prob = sv.LinearProblem(A, hermitian=spec.hermitian, posdef=spec.posdef)
-    cache = sv.init(prob, spec.alg, like=like, check_finite=False)
+    alg = replace(spec.alg, loop_solves=True) if loop and isinstance(spec.alg, sv.Auto) \
+        else spec.alg
+    cache = sv.init(prob, alg, like=like, check_finite=False)
     STORE.count(factorizations=1, symbolic_analyses=cache.stats.symbolic_analyses)
     return cache
 
@@ -166,9 +172,10 @@ def _factorize_eager(values, spec: Spec):
     return keys
 
 
-def _factorize_compiled(values, spec: Spec, op):
+def _factorize_compiled(values, spec: Spec, op, loop: bool = False):
     """The jit callback: (keys, status). Reuses a live factorization of the same values; frees
-    what this operation made in an earlier run BEFORE factorizing (no two generations)."""
+    what this operation made in an earlier run BEFORE factorizing (no two generations).
+    ``loop``: native loop solves consume the keys (see :func:`factor_on_host`)."""
     values = np.asarray(values)
     lead = values.shape[:-1]
     flat = values.reshape((-1, values.shape[-1]))
@@ -184,7 +191,7 @@ def _factorize_compiled(values, spec: Spec, op):
             continue
         STORE.trim_pool()
         try:
-            cache = factor_on_host(v, spec, STORE.like(spec))
+            cache = factor_on_host(v, spec, STORE.like(spec), loop)
         except Exception as exc:
             status[i] = record(exc)
             continue
@@ -194,7 +201,7 @@ def _factorize_compiled(values, spec: Spec, op):
     return keys.reshape(lead + (1,)), status.reshape(lead + (1,))
 
 
-def cache_for(k: int, v: np.ndarray, spec: Spec, keep: bool = True):
+def cache_for(k: int, v: np.ndarray, spec: Spec, keep: bool = True, loop: bool = False):
     """(key, cache) for key ``k`` and A's values ``v``: the cache ``k`` names if it was made
     from ``v``; else a live factorization of ``v`` that serves ``spec``; else a new one (a
     miss: stored under a new key when ``keep`` — a compiled consumer then claims it — else
@@ -209,7 +216,7 @@ def cache_for(k: int, v: np.ndarray, spec: Spec, keep: bool = True):
     if found is not None:
         STORE.count(reuses=1)
         return found
-    cache = HOST.call(factor_on_host, v, spec, STORE.like(spec))
+    cache = HOST.call(factor_on_host, v, spec, STORE.like(spec), loop)
     STORE.count(misses=1)
     return (STORE.add(cache, spec) if keep else 0), cache
 
@@ -235,7 +242,8 @@ def _solve_host(keys, values, b, spec: Spec, trans: str, nbatch: int, op, role: 
             groups.setdefault((int(k), probe_of(V[i])), []).append(i)
         for (k, _), idx in groups.items():
             idx = np.asarray(idx)
-            k, cache = cache_for(k, V[idx[0]], spec, keep=op is not None)
+            k, cache = cache_for(k, V[idx[0]], spec, keep=op is not None,
+                                 loop=getattr(op, "native", False))
             if cache is None:       # its factorization failed; that failure is being reported
                 out[idx] = np.nan
                 continue
@@ -321,7 +329,7 @@ def _factorize_lowering(ctx, values, *, spec, site):
     keys_aval = ctx.avals_out[0]
 
     def fn(v):
-        keys, status = _factorize_compiled(v, spec, op)
+        keys, status = _factorize_compiled(v, spec, op, op.module.loop_solved(op))
         return (keys,), status
 
     return emit_host_call(ctx, op, fn, [values], [keys_aval], keys_aval)
@@ -376,6 +384,8 @@ def _solve_lowering(ctx, keys, values, b, *, spec, site, link, role, trans, nbat
     # ---- hook: a KLU solve in a loop body lowers to the native XLA FFI call (adjoints.jax.
     # _native), with this callback's function as its fallback; everything else stays here
     if _native.applies(ctx, spec, op):
+        op.native = True
+
         def fallback(k, v, rhs):
             op.module.freeze()
             return _solve_host(k, v, rhs, spec, trans, nbatch, op, role)

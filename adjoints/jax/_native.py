@@ -201,11 +201,11 @@ def applies(ctx, spec, op) -> bool:
     lowers to the FFI solve (see the module docstring): not straight, KLU, the CPU, and no
     factorize operation of its site (of the module, for a key that came through a carry or an
     argument) inside a loop or branch."""
-    if not (ENABLED and not op.straight and isinstance(spec.alg, NATIVE_ALGORITHMS)
+    if not (ENABLED and not op.straight and isinstance(spec.alg, NATIVE_ALGORITHMS + (sv.Auto,))
             and tuple(ctx.module_context.platforms) == ("cpu",)):
         return False
     # CHOLMOD's complex factors have no native copy: they keep the callback, never a fallback
-    # per step
+    # per step (the default algorithm picks KLU for them, see factor_on_host)
     if isinstance(spec.alg, sv.Cholesky) and np.dtype(ctx.avals_in[1].dtype).kind == "c":
         return False
     made = [o for o in op.module.ops if o.kind == "factorize"

@@ -13,7 +13,10 @@ the store needs to decide when a factorization is no longer needed:
   (its tangent solve, its transposed solve); ``role``: ``'primal'``, ``'tangent'`` or
   ``'cotangent'`` (made by a transpose rule: it runs in a backward pass);
 * ``straight``: the operation sits directly in the module's entry function, so it runs exactly
-  once per run (not inside a loop body, a ``cond`` branch or a nested function).
+  once per run (not inside a loop body, a ``cond`` branch or a nested function);
+* ``native``: a consumer lowered to the native XLA FFI solve (:mod:`adjoints.jax._native`); a
+  factorize whose site has one lets the default algorithm prefer an engine that call solves
+  with (:meth:`ModuleInfo.loop_solved`).
 
 :class:`ModuleInfo` holds a module's operations; :meth:`ModuleInfo.freeze` derives, at the first
 run (lowering is complete by then), the shares the store uses:
@@ -81,8 +84,8 @@ class Op:
     run-time state the store keeps for it: the keys it used or made last (``cur``, and
     ``prev`` for an escaped site's factorize) and the run they belong to."""
 
-    __slots__ = ("id", "kind", "site", "link", "role", "straight", "module", "exact", "linked",
-                 "refs_share", "pending_share", "link_share", "cur", "prev", "run",
+    __slots__ = ("id", "kind", "site", "link", "role", "straight", "module", "native", "exact",
+                 "linked", "refs_share", "pending_share", "link_share", "cur", "prev", "run",
                  "__weakref__")
     _ids = itertools.count(1)
 
@@ -90,7 +93,7 @@ class Op:
         self.id = next(Op._ids)
         self.kind, self.site, self.link, self.role = kind, site, link, role
         self.straight, self.module = straight, module
-        self.exact = self.linked = False
+        self.native = self.exact = self.linked = False
         self.refs_share = self.pending_share = self.link_share = 0.0
         self.cur: frozenset = frozenset()
         self.prev: frozenset = frozenset()
@@ -113,6 +116,11 @@ class ModuleInfo:
         self.ops.append(op)
         self.frozen = False
         return op
+
+    def loop_solved(self, op: Op) -> bool:
+        """Whether factorize operation ``op``'s factorizations are solved by native loop
+        consumers of this module: of its site, or unlinked ones (a key through a carry)."""
+        return any(o.native and (o.site is None or o.site is op.site) for o in self.ops)
 
     def freeze(self) -> None:
         """Derive exactness and shares from the complete list of operations (idempotent)."""

@@ -11,8 +11,9 @@ once per call, before the loop. Rows:
   factorization is hoisted out of the loop; the same native solves);
 * ``adj.factorize CHOLMOD``: ``adj.factorize(A, sv.Cholesky())``: CHOLMOD's factor, copied
   into the native table once per call, solved by ``cholmod_solve2`` in the FFI call;
-* ``adj.factorize Auto``: the same loop with the default algorithm (CHOLMOD for this SPD A,
-  through the Python callback: the path without the native extension);
+* ``adj.factorize Auto``: the same loop with the default algorithm — the plain code: its
+  factorize sees that its solves run natively and picks an engine the FFI call solves with
+  (``sv.Auto(loop_solves=True)``: CHOLMOD for this SPD A, KLU without CHOLMOD);
 * ``numpy path``: ``sv.init`` once, T ``solve``s, T ``solve_adjoint``s, ∂A kept lazy
   (``lo.LowRank``) and contracted by ``fam.pullback`` — linops without JAX;
 * peers, each factorizing once per call with its own handle and a ``jax.custom_vjp`` step

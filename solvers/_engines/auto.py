@@ -11,9 +11,11 @@ pivoting on a regular A it cannot take).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 import linops as lo
 from linops.internals import structure, structure_key
@@ -22,6 +24,7 @@ from .._checks import backend_of_problem, hint_text, is_hermitian, precision
 from .._contract import Algorithm, Factor, Prepared
 from .direct import LU, Cholesky, DiagonalSolve
 from .._errors import HintWarning, NotPositiveDefiniteError, SingularMatrixError, warn_caller
+from .klu import KLU
 from .krylov import CG, GMRES
 from .amg import AMG
 from .._registry import entry, register
@@ -30,8 +33,8 @@ from .woodbury import Woodbury
 
 #: what each engine Auto may pick answers beyond solves (``LinearProblem(asks=...)``)
 ANSWERS = {"CHOLMOD": {"logdet", "selected_inverse"}, "SuperLU": {"logdet", "selected_inverse"},
-           "PARDISO definite": {"logdet"}, "PARDISO": set(), "dense": {"logdet",
-                                                                      "selected_inverse"}}
+           "PARDISO definite": {"logdet"}, "PARDISO": set(), "KLU": {"logdet"},
+           "dense": {"logdet", "selected_inverse"}}
 
 
 @register("auto", "the default: chooses by structure, size, what is installed and checked hints",
@@ -50,6 +53,8 @@ class Auto(Algorithm):
     Sparse, posdef hint, n > iterative_min            CG(rtol) + AMG   (where AMG exists; not
                                                       when the problem asks for log det or
                                                       entries of A⁻¹)
+    Sparse (numpy), ``loop_solves``                   Cholesky (CHOLMOD) if real Hermitian and
+                                                      installed, else KLU (where built)
     Sparse (numpy), n >= pardiso_min, PARDISO there   Pardiso (mtype 2/4 if Hermitian, else
                                                       11/13; not when the problem asks for
                                                       entries of A⁻¹, nor for log det unless
@@ -122,6 +127,12 @@ class Auto(Algorithm):
         The smallest problem ``tune=None`` measures (default 10⁴ unknowns: below, a
         factorization takes milliseconds and PARDISO's analysis alone costs more than any
         choice saves).
+    loop_solves : bool
+        The factor will be solved with at many steps of a compiled loop (``adjoints.jax`` sets
+        it for a factorization whose solves sit in a ``lax.scan``/``fori_loop``/``while_loop``
+        body): the engines whose factors its XLA FFI call solves without a Python callback per
+        step win — CHOLMOD for a real Hermitian A, else KLU — chosen by rule (no measurement:
+        the tuning times factorizations, a loop pays per step). Default False.
 
     Notes
     -----
@@ -165,6 +176,7 @@ class Auto(Algorithm):
     tune: bool | None = None
     profile: Any = field(default=None, repr=False)
     tune_min: int = 10_000
+    loop_solves: bool = False
 
     def __post_init__(self):
         if self.tune not in (None, True, False):
@@ -209,8 +221,7 @@ class Auto(Algorithm):
         if kind == "diagonal":
             return DiagonalSolve(), "a diagonal operator: elementwise division", None
         if kind == "lowrank":
-            return (Woodbury(Auto(self.iterative_min, self.dense_max, self.rtol, self.pardiso_min,
-                                  self.tune, self.profile, self.tune_min)),
+            return (Woodbury(replace(self)),
                     "B + a low-rank term: Woodbury over Auto(B)", None)
         stored = kind in ("dense", "sparse") or n <= self.dense_max
         if not stored:  # a lazy operator's hint goes to CG unchecked; CG's true residual checks
@@ -230,6 +241,9 @@ class Auto(Algorithm):
                     and not asks):
                 return (CG(rtol=self.rtol, precond=AMG()),
                         f"by rule: sparse, positive definite hint, n = {n:,} > iterative_min", sym)
+            native = self._native(A, sym, asks, be)
+            if native is not None:
+                return native + (sym,)
             if (n >= self.pardiso_min and be.name == "numpy"
                     and entry("pardiso").unavailable() is None and _pardiso_answers(asks, sym)):
                 return (entry("pardiso").cls(posdef=sym),
@@ -239,6 +253,21 @@ class Auto(Algorithm):
                 return Cholesky(), f"by rule: sparse, {what}, CHOLMOD installed", sym
             return LU(), f"by rule: sparse, {what}", sym
         return (Cholesky() if sym else LU()), f"by rule: dense, {what}", sym
+
+    def _native(self, A, sym: bool, asks, be):
+        """With ``loop_solves``: (the engine whose factor adjoints.jax's XLA FFI call solves
+        with, the rule in words) — CHOLMOD for a real Hermitian A where it is installed, else
+        KLU where ``solvers._native`` is built — or None (neither answers, or not on the host)."""
+        if not self.loop_solves or be.name != "numpy":
+            return None
+        if (sym and np.dtype(A.dtype).kind != "c" and be.capability("sparse_cholesky") is None
+                and asks <= ANSWERS["CHOLMOD"]):
+            return Cholesky(), ("by rule: sparse, Hermitian, solved in compiled loops: CHOLMOD "
+                                "(its factor is solved natively)")
+        if entry("klu").unavailable() is None and asks <= ANSWERS["KLU"]:
+            what = "Hermitian" if sym else "not Hermitian"
+            return KLU(), f"by rule: sparse, {what}, solved in compiled loops: KLU (native solves)"
+        return None
 
     def plan(self, A, prob):
         """:meth:`choose`, or the measured/profiled winner, as the plan a setup runs: a
@@ -309,7 +338,9 @@ class Auto(Algorithm):
     def _plan(self, A, prob, measure: str | None):
         alg, why, sym = self._decide(A, prob)
         asks = prob.asks if prob is not None else frozenset()
-        profile = self._profile()
+        # a loop's native engine is chosen by rule: the measurements time factorizations, and
+        # what a loop pays is its solves' Python callbacks
+        profile = None if self.loop_solves else self._profile()
         be = backend_of_problem(A)
         direct = isinstance(alg, (Cholesky, LU)) or alg.name == "pardiso"
         if profile is not None and direct and structure(A) == "sparse" and be.name == "numpy":
@@ -328,7 +359,9 @@ class Auto(Algorithm):
                 if found is not None and found[1].winner("init", names) is not None:
                     alg = _engine_alg(found[1].winner("init", names), sym)
                     why = found[1].text("init")
-        plan = _general(alg, asks)
+        # a loop's Cholesky that meets an indefinite A falls back to the other native engine
+        native_lu = self.loop_solves and entry("klu").unavailable() is None
+        plan = _general(alg, asks, KLU() if native_lu else None)
         object.__setattr__(plan, "why", why)   # read by prepare for cache.info; never compared
         return plan
 
@@ -459,13 +492,13 @@ class Fallback(Algorithm):
         return f"{label}: static pivoting met a tiny pivot"
 
 
-def _general(alg, asks=frozenset()):
+def _general(alg, asks=frozenset(), lu=None):
     """The plan around ``alg``: ``alg`` itself, or a :class:`Fallback` to what takes the
-    matrices ``alg`` may refuse (LU after the definite factorizations, SuperLU after PARDISO's
-    unsymmetric LU; PARDISO's LU is left out of the chain when the problem asks what it cannot
-    answer)."""
+    matrices ``alg`` may refuse (``lu``, default SuperLU's, after the definite factorizations,
+    SuperLU after PARDISO's unsymmetric LU; PARDISO's LU is left out of the chain when the
+    problem asks what it cannot answer)."""
     if isinstance(alg, Cholesky):
-        return Fallback((alg, LU()), (NotPositiveDefiniteError,))
+        return Fallback((alg, LU() if lu is None else lu), (NotPositiveDefiniteError,))
     if alg.name == "pardiso":
         lu = type(alg)(posdef=False, pivot_rtol=alg.pivot_rtol)
         if alg.posdef and not _pardiso_answers(asks, False):

@@ -126,3 +126,56 @@ def test_a_regular_matrix_pardiso_static_pivoting_refuses_goes_to_superlu(posdef
         cache.update(A=A)
     assert cache.kind.startswith("SuperLU") and "static pivoting" in cache.kind
     np.testing.assert_allclose(cache.solve(), dense_solution(A, b), rtol=1e-11, atol=0)
+
+
+# ----- loop_solves: the engines adjoints.jax's native FFI solve takes ------------------------------
+needs_native = pytest.mark.skipif(not sv.native_available(),
+                                  reason="solvers._native (KLU) is not built")
+
+
+def _grid(n: int, skew: float = 0.0, dtype=np.float64) -> sp.csr_array:
+    """A 1-D Laplacian + I (SPD), made nonsymmetric by ``skew`` on the upper diagonal."""
+    A = sp.diags([-1.0, 2.5, -1.0 + skew], [-1, 0, 1], shape=(n, n), format="csr")
+    return sp.csr_array(A.astype(dtype))
+
+
+@needs_native
+@pytest.mark.parametrize("what,A,kwargs,engine", [
+    ("real SPD", _grid(40), dict(posdef=True), "CHOLMOD"),
+    ("nonsymmetric", _grid(40, 0.3), {}, "KLU"),
+    ("complex Hermitian", _grid(40, dtype=np.complex128), dict(hermitian=True), "KLU"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_loop_solves_picks_an_engine_the_native_solve_takes(what, A, kwargs, engine):
+    if engine == "CHOLMOD" and not sv.cholmod_available():
+        engine = "KLU"      # no CHOLMOD here: KLU solves natively as well
+    b = np.arange(1.0, 41.0)
+    cache = sv.init(sv.LinearProblem(A, **kwargs), sv.Auto(loop_solves=True))
+    assert cache.kind.startswith(engine), cache.kind
+    assert "solved in compiled loops" in cache.info, cache.info
+    assert cache.factor.native_handle() != 0          # a factor the FFI call can solve with
+    D = A.toarray()
+    np.testing.assert_allclose(cache.solve(b), np.linalg.solve(D, b), rtol=1e-12)
+    np.testing.assert_allclose(cache.solve_adjoint(b), np.linalg.solve(D.conj().T, b),
+                               rtol=1e-12)
+
+
+@needs_native
+def test_loop_solves_falls_back_to_klu_for_an_indefinite_hermitian_matrix():
+    A = sp.csr_array(np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.5], [0.0, 0.5, -3.0]]))
+    cache = sv.init(sv.LinearProblem(A), sv.Auto(loop_solves=True))
+    assert cache.kind.startswith("KLU"), cache.kind
+    assert cache.stats.fallbacks == (1 if sv.cholmod_available() else 0)
+    np.testing.assert_allclose(cache.solve(np.ones(3)), np.linalg.solve(A.toarray(), np.ones(3)),
+                               rtol=1e-13)
+
+
+@needs_native
+def test_loop_solves_keeps_the_rules_where_the_native_engines_cannot_answer():
+    """KLU does not invert selectively: a problem asking for A⁻¹'s entries keeps SuperLU; the
+    rule is one of the host (a measurement is never made for a loop's factor)."""
+    A = _grid(40, 0.3)
+    cache = sv.init(sv.LinearProblem(A, asks=("selected_inverse",)), sv.Auto(loop_solves=True))
+    assert cache.kind.startswith("SuperLU"), cache.kind
+    big = sv.init(sv.LinearProblem(_grid(40, 0.3)), sv.Auto(loop_solves=True, pardiso_min=1,
+                                                            tune=True))
+    assert big.kind.startswith("KLU") and big.stats.tuning_factorizations == 0, big.info
