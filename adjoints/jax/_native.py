@@ -198,7 +198,8 @@ def _same_ffi_api(built) -> bool:
 
 def applies(ctx, spec, op) -> bool:
     """Whether consumer operation ``op`` (an :class:`adjoints.jax._sites.Op`, just lowered)
-    lowers to the FFI solve (see the module docstring): not straight, KLU, the CPU, and no
+    lowers to the FFI solve (see the module docstring): not straight, KLU, real CHOLMOD or the
+    default algorithm (which then factorizes with one of them), the CPU, and no
     factorize operation of its site (of the module, for a key that came through a carry or an
     argument) inside a loop or branch."""
     if not (ENABLED and not op.straight and isinstance(spec.alg, NATIVE_ALGORITHMS + (sv.Auto,))

@@ -10,7 +10,8 @@ once per call, before the loop. Rows:
 * ``adj.solve KLU``: ``adj.solve(A, u + f, sv.KLU())`` in the body, A built outside (the
   factorization is hoisted out of the loop; the same native solves);
 * ``adj.factorize CHOLMOD``: ``adj.factorize(A, sv.Cholesky())``: CHOLMOD's factor, copied
-  into the native table once per call, solved by ``cholmod_solve2`` in the FFI call;
+  into the native table once per call (a supernodal one as a simplicial LL'), solved by
+  ``cholmod_solve2`` in the FFI call;
 * ``adj.factorize Auto``: the same loop with the default algorithm — the plain code: its
   factorize sees that its solves run natively and picks an engine the FFI call solves with
   (``sv.Auto(loop_solves=True)``: CHOLMOD for this SPD A, KLU without CHOLMOD);
@@ -29,7 +30,8 @@ compiled there and their calls alternating; the time of a call is the best of th
 (CPU time of the process, and wall time); ``µs/step`` is the marginal cost,
 (t(T) − t(T₀)) / (T − T₀), so compilation, the factorization and the loss do not count, and
 two processes' fixed costs never enter it. ``--repeat`` rounds of all rows run interleaved
-(default 2); each row is its best round (a child at n = 10 000 swung 0.8–1.3× between runs). The θ-gradient of every row is compared with the numpy path's.
+(default 2); each row is its best round (a child at n = 10 000 swung 0.8–1.3× between runs).
+The θ-gradient of every row is compared with the numpy path's.
 """
 
 from __future__ import annotations

@@ -360,7 +360,8 @@ class Auto(Algorithm):
                     alg = _engine_alg(found[1].winner("init", names), sym)
                     why = found[1].text("init")
         # a loop's Cholesky that meets an indefinite A falls back to the other native engine
-        native_lu = self.loop_solves and entry("klu").unavailable() is None
+        native_lu = (self.loop_solves and entry("klu").unavailable() is None
+                     and asks <= ANSWERS["KLU"])
         plan = _general(alg, asks, KLU() if native_lu else None)
         object.__setattr__(plan, "why", why)   # read by prepare for cache.info; never compared
         return plan

@@ -246,6 +246,42 @@ def test_grad_of_a_jitted_loop():
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
 
 
+def test_a_supernodal_cholmod_factor_solves_natively_as_its_simplicial_copy():
+    """A dense-pattern SPD matrix (n = 80: CHOLMOD's "auto" mode factorizes it supernodally,
+    flops/nnz(L) ≈ 50 > 40): the native copy is converted to a simplicial LL' factor; the loop's
+    value and gradient, forward and transposed solves native, match dense autodiff."""
+    if not sv.cholmod_available():
+        pytest.skip("scikit-sparse (CHOLMOD) is not installed")
+    n = 80
+    rng = np.random.default_rng(4)
+    B = rng.standard_normal((n, n))
+    M = B @ B.T / n + np.eye(n)
+    S = lo.Sparse.from_scipy(sp.csr_array(M))
+    P, f = S.pattern, jnp.asarray(rng.standard_normal(n))
+    from solvers._factors.selinv import _cholmod_struct
+
+    held = sv.init(sv.LinearProblem(S), sv.Cholesky())
+    assert _cholmod_struct(held.factor.factor).is_super == 1   # the path under test
+
+    def loss(v, dense=False):
+        if dense:
+            a = jnp.zeros((n, n)).at[P.rows, P.indices].set(v)
+            step = lambda u: jnp.linalg.solve(a, u + f)   # noqa: E731
+        else:
+            step = adj.factorize(lo.Sparse(v, P), sv.Cholesky()).solve
+        u = jax.lax.scan(lambda u, _: (step(u) if dense else step(u + f), None), f, None,
+                         length=T)[0]
+        return jnp.sum(u ** 2)
+
+    v = jnp.asarray(S.values)
+    drain()
+    got = jax.jit(jax.value_and_grad(loss))(v)
+    assert native_calls() == 2 * T - 1, native_calls()   # the forward and the backward loop
+    want = jax.value_and_grad(lambda v: loss(v, True))(v)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-12 * np.abs(want[1]).max())
+
+
 def test_a_default_factorization_made_outside_on_another_engine_solves_through_the_fallback():
     """An eager ``adj.factorize`` with the default algorithm follows Auto's rules (SuperLU for
     this nonsymmetric A): its key has no native factor, so each step of a loop that solves with

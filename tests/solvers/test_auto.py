@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import linops as lo
 import solvers as sv
 from tests._cases.matrices import HAVE_PARDISO, needs_cholmod, needs_pardiso
 
@@ -176,6 +177,12 @@ def test_loop_solves_keeps_the_rules_where_the_native_engines_cannot_answer():
     A = _grid(40, 0.3)
     cache = sv.init(sv.LinearProblem(A, asks=("selected_inverse",)), sv.Auto(loop_solves=True))
     assert cache.kind.startswith("SuperLU"), cache.kind
+    indefinite = sp.csr_array(np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.5], [0.0, 0.5, -3.0]]))
+    cache = sv.init(sv.LinearProblem(indefinite, asks=("selected_inverse",)),
+                    sv.Auto(loop_solves=True))           # CHOLMOD refuses it: SuperLU, not KLU
+    assert cache.kind.startswith("SuperLU"), cache.kind
+    np.testing.assert_allclose(np.asarray(lo.diagonal(sv.inverse(cache))),
+                               np.diag(np.linalg.inv(indefinite.toarray())), rtol=1e-12)
     big = sv.init(sv.LinearProblem(_grid(40, 0.3)), sv.Auto(loop_solves=True, pardiso_min=1,
                                                             tune=True))
     assert big.kind.startswith("KLU") and big.stats.tuning_factorizations == 0, big.info
