@@ -8,9 +8,12 @@ import os
 # The suite compiles thousands of tiny XLA programs: compiling dominates, running does not.
 # Without backend optimisations the suite takes ~20% less time; the values are the same
 # programs' (tolerances, not bit patterns of fused kernels, are what the tests compare).
-# Subprocesses the tests start inherit it. The benchmarks keep XLA's defaults.
-os.environ["XLA_FLAGS"] = " ".join(
-    [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip()
+# Subprocesses the tests start inherit it, except the notebooks' kernels (fixture
+# ``xla_defaults``: they run real work, as a user would). ``python -m linops bench`` outside the
+# suite keeps XLA's defaults.
+SUITE_XLA_FLAG = "--xla_backend_optimization_level=0"
+USER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
+os.environ["XLA_FLAGS"] = " ".join([USER_XLA_FLAGS or "", SUITE_XLA_FLAG]).strip()
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -22,6 +25,16 @@ jax.config.update("jax_enable_x64", True)  # gradient tests need float64
 import solvers as sv  # noqa: E402
 from solvers.internals import use_profile  # noqa: E402
 from tests._cases.backends import BACKENDS, DTYPES, namespace_for  # noqa: E402
+
+
+@pytest.fixture
+def xla_defaults(monkeypatch):
+    """XLA_FLAGS as the user had them (without the suite's no-optimisation flag), for the
+    processes this test starts."""
+    if USER_XLA_FLAGS is None:
+        monkeypatch.delenv("XLA_FLAGS", raising=False)
+    else:
+        monkeypatch.setenv("XLA_FLAGS", USER_XLA_FLAGS)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -111,7 +111,7 @@ def test_stored_notebook(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path, monkeypatch):
+def test_notebook_executes(path, monkeypatch, xla_defaults):
     monkeypatch.setenv("LINOPS_NOTEBOOK_SIZE", "small")   # inherited by the kernel
     if path.stem.startswith("06"):
         pytest.importorskip("skfem", reason="notebook 06 glues scikit-fem: pip install scikit-fem")
