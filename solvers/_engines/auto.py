@@ -264,7 +264,7 @@ class Auto(Algorithm):
                 and asks <= ANSWERS["CHOLMOD"]):
             return Cholesky(), ("by rule: sparse, Hermitian, solved in compiled loops: CHOLMOD "
                                 "(its factor is solved natively)")
-        if entry("klu").unavailable() is None and asks <= ANSWERS["KLU"]:
+        if _klu_answers(asks):
             what = "Hermitian" if sym else "not Hermitian"
             return KLU(), f"by rule: sparse, {what}, solved in compiled loops: KLU (native solves)"
         return None
@@ -360,8 +360,7 @@ class Auto(Algorithm):
                     alg = _engine_alg(found[1].winner("init", names), sym)
                     why = found[1].text("init")
         # a loop's Cholesky that meets an indefinite A falls back to the other native engine
-        native_lu = (self.loop_solves and entry("klu").unavailable() is None
-                     and asks <= ANSWERS["KLU"])
+        native_lu = self.loop_solves and _klu_answers(asks)
         plan = _general(alg, asks, KLU() if native_lu else None)
         object.__setattr__(plan, "why", why)   # read by prepare for cache.info; never compared
         return plan
@@ -491,6 +490,11 @@ class Fallback(Algorithm):
                             HintWarning)
             return f"{label}: not positive definite"
         return f"{label}: static pivoting met a tiny pivot"
+
+
+def _klu_answers(asks) -> bool:
+    """KLU (``solvers._native``) is built and answers everything the problem asks."""
+    return entry("klu").unavailable() is None and asks <= ANSWERS["KLU"]
 
 
 def _general(alg, asks=frozenset(), lu=None):

@@ -284,11 +284,10 @@ def test_a_supernodal_cholmod_factor_solves_natively_as_its_simplicial_copy():
     def loss(v, dense=False):
         if dense:
             a = jnp.zeros((n, n)).at[P.rows, P.indices].set(v)
-            step = lambda u: jnp.linalg.solve(a, u + f)   # noqa: E731
+            step = lambda r: jnp.linalg.solve(a, r)   # noqa: E731
         else:
             step = adj.factorize(lo.Sparse(v, P), sv.Cholesky()).solve
-        u = jax.lax.scan(lambda u, _: (step(u) if dense else step(u + f), None), f, None,
-                         length=T)[0]
+        u = jax.lax.scan(lambda u, _: (step(u + f), None), f, None, length=T)[0]
         return jnp.sum(u ** 2)
 
     v = jnp.asarray(S.values)
