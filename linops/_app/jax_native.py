@@ -26,8 +26,9 @@ once per call, before the loop. Rows:
   environment that has them, e.g. splineax with its own klujax build).
 
 Each (method, n) runs in a fresh process with one BLAS/OpenMP thread, both T₀ = T/10 and T
-compiled there and their calls alternating; the time of a call is the best of three warm calls
-(CPU time of the process, and wall time); ``µs/step`` is the marginal cost,
+compiled there and their calls alternating; the time of a T is the best of its warm calls (3 to
+15, until each T has run 1 s: a short call's best of three swung 0.7-1.4x between runs; CPU time
+of the process, and wall time); ``µs/step`` is the marginal cost,
 (t(T) − t(T₀)) / (T − T₀), so compilation, the factorization and the loss do not count, and
 two processes' fixed costs never enter it. ``--repeat`` rounds of all rows run interleaved
 (default 2); each row is its best round (a child at n = 10 000 swung 0.8–1.3× between runs).
@@ -56,6 +57,9 @@ METHODS = ["adj.factorize KLU", "adj.solve KLU", "adj.factorize CHOLMOD", "adj.f
            "numpy path", "klujax",
            "sparsax CHOLMOD", "splineax KLU"]
 PEERS = {"klujax": "klujax", "sparsax CHOLMOD": "sparsax", "splineax KLU": "splineax"}
+#: warm calls of each T in a child: at least MIN_CALLS, more until each T has run WARM_S
+#: seconds, at most MAX_CALLS
+MIN_CALLS, MAX_CALLS, WARM_S = 3, 15, 1.0
 
 def _heat(nx: int):
     """(fam, identity values, f, g, θ) of the heat problem at grid side ``nx`` (n = nx²): the
@@ -273,7 +277,8 @@ _BUILD = {"adj.factorize KLU": _linops("factorize", "klu"),
 
 def run_pair(method: str, nx: int, steps: list) -> list:
     """(method, nx) at every T of ``steps`` in this (child) process, the calls of the Ts
-    alternating (T₀, T, T₀, T, ...): best of 3 warm calls each, CPU and wall time, and the
+    alternating (T₀, T, T₀, T, ...): the best of its warm calls (:data:`MIN_CALLS` to
+    :data:`MAX_CALLS`, until :data:`WARM_S` seconds of each T), CPU and wall time, and the
     θ-gradient (a list) for the comparison with the numpy path. One process for both Ts: the
     marginal cost per step is not the difference of two processes' fixed costs."""
     if method in PEERS:
@@ -294,10 +299,14 @@ def run_pair(method: str, nx: int, steps: list) -> list:
         t = time.perf_counter()
         run(100 * j)
         first.append(time.perf_counter() - t)
-    for i in range(3):
+    # warm calls until each T has run WARM_S seconds in all (at least MIN_CALLS, at most
+    # MAX_CALLS calls): a 20 ms call (n = 256) is measured 15 times, a 2 s one (n = 10 000) 3
+    i = 0
+    while i < MIN_CALLS or (i < MAX_CALLS and min(map(sum, wall)) < WARM_S):
+        i += 1
         for j, (run, _) in enumerate(runs):
             c, t = time.process_time(), time.perf_counter()
-            outs[j] = run(100 * j + i + 1)
+            outs[j] = run(100 * j + i)
             cpu[j].append(time.process_time() - c)
             wall[j].append(time.perf_counter() - t)
     return [{"method": method, "nx": nx, "n": nx * nx, "steps": T, "cpu_s": min(cpu[j]),

@@ -216,8 +216,8 @@ JAX_NATIVE = """--section native:
   n             unknowns of the heat problem (nx² for grid side nx)
   method        what ran the loop (see --help); the peers' versions are in the last column
   µs/step cpu   marginal CPU time per implicit step of jit(value_and_grad): (t(T) − t(T/10)) /
-                (0.9·T), both in one process, best of 3 warm calls each, one thread, the
-                best of --repeat interleaved rounds
+                (0.9·T), both in one process, each T the best of 3-15 warm calls (until it
+                ran 1 s), one thread, the best of --repeat interleaved rounds
   µs/step wall  the same in wall-clock time
   ratio         µs/step cpu over the best native peer's at this n (klujax, sparsax, splineax)
   vs numpy      µs/step cpu over the numpy path's at this n
