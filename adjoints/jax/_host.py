@@ -198,6 +198,8 @@ def _factorize_compiled(values, spec: Spec, op, loop: bool = False):
         keys[i] = STORE.add(cache, spec)
         cache = None
     STORE.factorized(op, keys)
+    if loop:   # native loop solves consume them: their first step finds the native factor
+        _native.alias_keys(keys[keys != 0])
     return keys.reshape(lead + (1,)), status.reshape(lead + (1,))
 
 
