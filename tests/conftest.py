@@ -6,13 +6,16 @@ import gc
 import os
 
 # The suite compiles thousands of tiny XLA programs: compiling dominates, running does not.
-# Without backend optimisations the suite ran 945 s instead of 1073 s (2 cores); the values
-# are the same programs' (tolerances, not bit patterns of fused kernels, are what the tests
-# compare).
-# Subprocesses the tests start inherit it, except the notebooks' kernels (fixture
+# Without backend optimisations the suite ran 945 s instead of 1073 s (2 cores). XLA:CPU's
+# older elemental emitters instead of its fusion emitters then halve what is left of a tiny
+# program's compile (~35 instead of ~73 ms a jitted function, ~22 instead of ~36 ms an eager
+# op; tests/jax 655 -> 505 s and tests/jax/test_transforms.py 153 -> 72 s, run serially).
+# The values are the same programs' (tolerances, not bit patterns of fused kernels, are what
+# the tests compare).
+# Subprocesses the tests start inherit both, except the notebooks' kernels (fixture
 # ``xla_defaults``: they run real work, as a user would). ``python -m linops bench`` outside the
 # suite keeps XLA's defaults.
-SUITE_XLA_FLAG = "--xla_backend_optimization_level=0"
+SUITE_XLA_FLAG = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 USER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
 os.environ["XLA_FLAGS"] = " ".join([USER_XLA_FLAGS or "", SUITE_XLA_FLAG]).strip()
 
