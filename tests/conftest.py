@@ -19,6 +19,29 @@ SUITE_XLA_FLAG = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitte
 USER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
 os.environ["XLA_FLAGS"] = " ".join([USER_XLA_FLAGS or "", SUITE_XLA_FLAG]).strip()
 
+
+def _mkl_runtime() -> str | None:
+    """The MKL runtime pypardiso would load, found once: where ``ctypes.util.find_library``
+    knows none, pypardiso searches ``sys.prefix/lib*/**`` (jax, torch, ...) at EVERY
+    ``PyPardisoSolver()`` (one at its import, one where solvers loads PARDISO: a process that
+    checks PARDISO took 2.7 instead of 1.0 s, here), in every worker and every process a test starts (bench children, notebooks' kernels, mpirun
+    ranks). The same file, shortest path first as pypardiso orders them; None (pypardiso
+    searches as usual) where the library is on the loader's path or not directly in lib/."""
+    import ctypes.util
+    import glob
+    import sys
+
+    if ctypes.util.find_library("mkl_rt") is not None:
+        return None
+    found = sorted(glob.glob(os.path.join(sys.prefix, "[Ll]ib*", "*mkl_rt*")), key=len)
+    return found[0] if found else None
+
+
+MKL_RUNTIME = None if "PYPARDISO_MKL_RT" in os.environ else _mkl_runtime()
+if MKL_RUNTIME is not None:
+    os.environ["PYPARDISO_MKL_RT"] = MKL_RUNTIME
+
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
