@@ -23,10 +23,11 @@ os.environ["XLA_FLAGS"] = " ".join([USER_XLA_FLAGS or "", SUITE_XLA_FLAG]).strip
 def _mkl_runtime() -> str | None:
     """The MKL runtime pypardiso would load, found once: where ``ctypes.util.find_library``
     knows none, pypardiso searches ``sys.prefix/lib*/**`` (jax, torch, ...) at EVERY
-    ``PyPardisoSolver()`` (one at its import, one where solvers loads PARDISO: a process that
-    checks PARDISO took 2.7 instead of 1.0 s, here), in every worker and every process a test starts (bench children, notebooks' kernels, mpirun
-    ranks). The same file, shortest path first as pypardiso orders them; None (pypardiso
-    searches as usual) where the library is on the loader's path or not directly in lib/."""
+    ``PyPardisoSolver()``: one at its import, one where solvers loads PARDISO (a process that
+    checks PARDISO took 2.7 instead of 1.0 s here), in every worker and every process a test
+    starts (bench children, notebooks' kernels, mpirun ranks). The same file, shortest path
+    first as pypardiso orders them; None (pypardiso searches as usual) where the library is on
+    the loader's path or not directly in lib/."""
     import ctypes.util
     import glob
     import sys
