@@ -21,6 +21,7 @@
 #include <cholmod.h>
 #include <klu.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <complex>
@@ -85,6 +86,7 @@ std::unordered_map<int64_t, std::shared_ptr<Factor>> g_factor;
 std::unordered_map<int32_t, int64_t> g_alias;                 // live-store key -> factor handle
 std::unordered_map<int64_t, std::vector<int32_t>> g_aliases_of;
 std::atomic<int64_t> g_forward{0}, g_transpose{0}, g_fallbacks{0}, g_native_solves{0};
+std::atomic<int64_t> g_loop_factorizations{0};   // made by the FFI factorize (loop slots)
 
 std::shared_ptr<Factor> find_factor(int64_t id) {
   std::lock_guard<std::mutex> g(g_lock);
@@ -291,6 +293,50 @@ PyObject* py_free_symbolic(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// klu_factor of CSR-ordered values ``src`` (nnz doubles, or nnz interleaved complex) on the
+// analysis ``s``: the factor, or nullptr with KLU's status, numerical rank and singular column
+std::shared_ptr<Factor> make_klu_factor(const std::shared_ptr<Symbolic>& s, const double* src,
+                                        bool cplx, double tol, int* status, int* rank,
+                                        int* col) {
+  auto f = std::make_shared<Factor>();
+  f->sym = s;
+  f->n = s->n;
+  f->cplx = cplx;
+  klu_init(&f->common);
+  if (tol > 0) f->common.tol = tol;
+  const int w = cplx ? 2 : 1;
+  std::vector<double> Ax(static_cast<size_t>(s->nnz) * w);
+  for (int k = 0; k < s->nnz; ++k)
+    for (int c = 0; c < w; ++c) Ax[s->perm[k] * w + c] = src[k * w + c];
+  if (cplx) f->num = klu_z_factor(s->Ap.data(), s->Ai.data(), Ax.data(), s->sym, &f->common);
+  else f->num = klu_factor(s->Ap.data(), s->Ai.data(), Ax.data(), s->sym, &f->common);
+  *status = f->common.status;
+  *rank = f->common.numerical_rank;
+  *col = f->common.singular_col;
+  return f->num ? f : nullptr;
+}
+
+// |R[k] U[k, k]|, the pivots before KLU's row scaling (what solvers' pivot_check reads)
+double pivot_abs(const Factor& f, int k) {
+  const double* d = static_cast<const double*>(f.num->Udiag);
+  const double r = f.num->Rs ? f.num->Rs[f.num->Pnum[k]] : 1.0;
+  return f.cplx ? std::hypot(d[2 * k] * r, d[2 * k + 1] * r) : std::fabs(d[k] * r);
+}
+
+// solvers' pivot_check passes: max|pivot| finite and min|pivot| > rtol max|pivot|
+bool pivots_pass(const Factor& f, double rtol) {
+  const int n = f.sym->n;
+  if (n == 0) return true;
+  double dmin = INFINITY, dmax = 0.0;
+  for (int k = 0; k < n; ++k) {
+    const double a = pivot_abs(f, k);
+    if (std::isnan(a)) return false;
+    dmin = std::min(dmin, a);
+    dmax = std::max(dmax, a);
+  }
+  return std::isfinite(dmax) && !(dmin <= rtol * dmax);
+}
+
 PyObject* py_factor(PyObject*, PyObject* args) {
   long long sid;
   PyObject* pval;
@@ -314,26 +360,13 @@ PyObject* py_factor(PyObject*, PyObject* args) {
                  s->nnz);
     return nullptr;
   }
-  auto f = std::make_shared<Factor>();
-  f->sym = s;
-  f->n = s->n;
-  f->cplx = kind == 1;
-  klu_init(&f->common);
-  if (tol > 0) f->common.tol = tol;
   int status = 0, rank = -1, col = -1;
+  std::shared_ptr<Factor> f;
   Py_BEGIN_ALLOW_THREADS
-  const int w = f->cplx ? 2 : 1;
-  std::vector<double> Ax(static_cast<size_t>(s->nnz) * w);
-  const double* src = static_cast<const double*>(vv.b.buf);
-  for (int k = 0; k < s->nnz; ++k)
-    for (int c = 0; c < w; ++c) Ax[s->perm[k] * w + c] = src[k * w + c];
-  if (f->cplx) f->num = klu_z_factor(s->Ap.data(), s->Ai.data(), Ax.data(), s->sym, &f->common);
-  else f->num = klu_factor(s->Ap.data(), s->Ai.data(), Ax.data(), s->sym, &f->common);
-  status = f->common.status;
-  rank = f->common.numerical_rank;
-  col = f->common.singular_col;
+  f = make_klu_factor(s, static_cast<const double*>(vv.b.buf), kind == 1, tol, &status, &rank,
+                      &col);
   Py_END_ALLOW_THREADS
-  if (!f->num) return Py_BuildValue("(Liii)", 0LL, status, rank, col);
+  if (!f) return Py_BuildValue("(Liii)", 0LL, status, rank, col);
   int64_t id;
   {
     std::lock_guard<std::mutex> g(g_lock);
@@ -556,6 +589,131 @@ PyObject* py_unalias(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// ----- loop slots: factorizations made by the FFI factorize inside a compiled loop -----------
+// adjoints.jax lowers a KLU factorization in a loop body (its site's consumers all native solves
+// of the same module, its Factorization never flattened) to the FFI factorize below, one slot
+// per lowered operation. Its keys are negative (the live store's are positive) and name
+// factors of this table only. When a slot's factorizations die (the policy the live store
+// applies to a factorize in a loop, without Python):
+// * the slot's previous keys when it factorizes again in the same run, if no cotangent solve
+//   of the module will come back for them (pending == 0: the pin moves on);
+// * otherwise (pending = the module's cotangent solves of the site) one pending use per
+//   cotangent solve operation, released when that operation moves on to another key;
+// * everything the slot made in an earlier run, at the slot's first call of a new run (XLA's
+//   RunId), and everything at free_slot (the compiled module was dropped).
+// A consumer that finds a key gone falls back to Python, which refactorizes from the values it
+// was handed (a miss): never a wrong factor, only a slower one.
+struct Slot {
+  std::shared_ptr<Symbolic> sym;
+  double tol = 1.0;          // KLU's pivoting tolerance
+  double rtol = 0.0;         // pivot_check's threshold
+  int pending = 0;           // cotangent solve operations of the site in the module
+  bool has_run = false;
+  int64_t run = 0;
+  std::vector<int32_t> last;   // keys of the slot's last call
+  std::vector<int32_t> made;   // keys it made in the current run (some may be freed already)
+};
+struct LoopKey {
+  int64_t factor = 0, slot = 0;
+  int pending = 0;
+};
+std::unordered_map<int64_t, Slot> g_slots;                     // under g_lock
+std::unordered_map<int32_t, LoopKey> g_loop_keys;              // under g_lock
+std::unordered_map<int64_t, std::vector<int32_t>> g_last_used; // cotangent consumer -> keys
+int32_t g_next_loop_key = -1;                                  // under g_lock
+
+// drop loop key ``key`` (its alias and factor; only if slot ``of`` made it, where of != 0); the
+// factor goes to ``dead`` (freed after the lock is let go)
+void drop_loop_key(int32_t key, std::vector<std::shared_ptr<Factor>>& dead, int64_t of = 0) {
+  auto it = g_loop_keys.find(key);
+  if (it == g_loop_keys.end() || (of && it->second.slot != of)) return;
+  const int64_t fid = it->second.factor;
+  g_loop_keys.erase(it);
+  g_alias.erase(key);
+  g_aliases_of.erase(fid);
+  auto f = g_factor.find(fid);
+  if (f != g_factor.end()) {
+    dead.push_back(std::move(f->second));
+    g_factor.erase(f);
+  }
+}
+
+int32_t new_loop_key() {   // under g_lock: a negative key not in use
+  for (;;) {
+    int32_t k = g_next_loop_key;
+    g_next_loop_key = k <= -2147483647 ? -1 : k - 1;
+    if (g_loop_keys.find(k) == g_loop_keys.end()) return k;
+  }
+}
+
+// a cotangent consumer ``fid`` used ``keys`` (unique, negative ones only): one pending use of
+// each key it used before and does not use now is released
+void moved_on(int64_t fid, std::vector<int32_t> keys, std::vector<std::shared_ptr<Factor>>& dead) {
+  std::sort(keys.begin(), keys.end());
+  auto& prev = g_last_used[fid];
+  for (int32_t k : prev) {
+    if (std::binary_search(keys.begin(), keys.end(), k)) continue;
+    auto it = g_loop_keys.find(k);
+    if (it != g_loop_keys.end() && --it->second.pending <= 0) drop_loop_key(k, dead);
+  }
+  prev = std::move(keys);
+}
+
+PyObject* py_make_slot(PyObject*, PyObject* args) {
+  long long sid;
+  double tol, rtol;
+  if (!PyArg_ParseTuple(args, "Ldd", &sid, &tol, &rtol)) return nullptr;
+  std::lock_guard<std::mutex> g(g_lock);
+  auto it = g_symbolic.find(sid);
+  if (it == g_symbolic.end()) {
+    PyErr_Format(PyExc_KeyError, "no KLU symbolic analysis %lld", sid);
+    return nullptr;
+  }
+  int64_t id = new_id();
+  Slot& sl = g_slots[id];
+  sl.sym = it->second;
+  sl.tol = tol;
+  sl.rtol = rtol;
+  return PyLong_FromLongLong(id);
+}
+
+PyObject* py_slot_pending(PyObject*, PyObject* args) {
+  long long id;
+  int delta;
+  if (!PyArg_ParseTuple(args, "Li", &id, &delta)) return nullptr;
+  std::lock_guard<std::mutex> g(g_lock);
+  auto it = g_slots.find(id);
+  if (it != g_slots.end()) it->second.pending += delta;
+  Py_RETURN_NONE;
+}
+
+PyObject* py_free_slot(PyObject*, PyObject* args) {
+  long long id;
+  if (!PyArg_ParseTuple(args, "L", &id)) return nullptr;
+  std::vector<std::shared_ptr<Factor>> dead;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_slots.find(id);
+    if (it != g_slots.end()) {
+      for (int32_t k : it->second.made) drop_loop_key(k, dead, id);
+      for (int32_t k : it->second.last) drop_loop_key(k, dead, id);
+      g_slots.erase(it);
+    }
+  }
+  Py_BEGIN_ALLOW_THREADS
+  dead.clear();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* py_forget_consumer(PyObject*, PyObject* args) {
+  long long fid;
+  if (!PyArg_ParseTuple(args, "L", &fid)) return nullptr;
+  std::lock_guard<std::mutex> g(g_lock);
+  g_last_used.erase(fid);
+  Py_RETURN_NONE;
+}
+
 // ----- patterns for the SDDMM handler ------------------------------------------------------------
 // rows/cols of a sparsity pattern, copied (int32) and owned here: a compiled computation that is
 // still running after its Python executable was dropped (JAX dispatches asynchronously) must
@@ -605,16 +763,21 @@ PyObject* py_register_pattern(PyObject*, PyObject* args) {
 }
 
 PyObject* py_counts(PyObject*, PyObject*) {
-  size_t nf, ns, na, np_;
+  size_t nf, ns, na, np_, nl, nsl;
   {
     std::lock_guard<std::mutex> g(g_lock);
     nf = g_factor.size();
     ns = g_symbolic.size();
     na = g_alias.size();
     np_ = g_pattern.size();
+    nl = g_loop_keys.size();
+    nsl = g_slots.size();
   }
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:L,s:L,s:L,s:L}", "factors", (Py_ssize_t)nf, "symbolic",
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:L,s:L,s:L,s:L,s:L}", "factors",
+                       (Py_ssize_t)nf, "symbolic",
                        (Py_ssize_t)ns, "aliases", (Py_ssize_t)na, "patterns", (Py_ssize_t)np_,
+                       "loop_factors", (Py_ssize_t)nl, "slots", (Py_ssize_t)nsl,
+                       "factorizations", (long long)g_loop_factorizations.load(),
                        "forward_solves",
                        (long long)g_forward.load(), "transpose_solves",
                        (long long)g_transpose.load(), "fallbacks", (long long)g_fallbacks.load(),
@@ -625,8 +788,9 @@ PyObject* py_counts(PyObject*, PyObject*) {
 PyObject* py_drain_counts(PyObject*, PyObject*) {
   long long f = g_forward.exchange(0), t = g_transpose.exchange(0);
   long long b = g_fallbacks.exchange(0), c = g_native_solves.exchange(0);
-  return Py_BuildValue("{s:L,s:L,s:L,s:L}", "forward_solves", f, "transpose_solves", t,
-                       "fallbacks", b, "native_calls", c);
+  long long m = g_loop_factorizations.exchange(0);
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "forward_solves", f, "transpose_solves", t,
+                       "fallbacks", b, "native_calls", c, "factorizations", m);
 }
 
 // ----- XLA FFI ------------------------------------------------------------------------------------
@@ -638,7 +802,8 @@ struct LxBuf {
   const int64_t* dims;
   int32_t dtype;
 };
-typedef int32_t (*fallback_fn)(int64_t, const LxBuf*, char*, int64_t, int32_t*);
+// fallback(id, buffers, number of buffers, message, its capacity, XLA error code) -> 0 or 1
+typedef int32_t (*fallback_fn)(int64_t, const LxBuf*, int64_t, char*, int64_t, int32_t*);
 std::atomic<fallback_fn> g_fallback{nullptr};
 
 PyObject* py_set_fallback(PyObject*, PyObject* args) {
@@ -706,34 +871,52 @@ inline void store(void* p, ffi::DataType t, size_t i, std::complex<double> v) {
 
 bool is_complex(ffi::DataType t) { return t == ffi::DataType::C64 || t == ffi::DataType::C128; }
 
-ffi::Error call_fallback(int64_t fid, ffi::Buffer<ffi::S32>& keys, ffi::AnyBuffer& values,
-                         ffi::AnyBuffer& b, ffi::AnyBuffer x) {
+LxBuf lx(const ffi::AnyBuffer& b) {
+  auto d = b.dimensions();
+  return {b.untyped_data(), (int64_t)d.size(), d.begin(), (int32_t)b.element_type()};
+}
+
+// one call answered by the Python function registered under ``fid`` (its buffers in order:
+// the operands, then the result it writes)
+ffi::Error call_fallback(int64_t fid, const LxBuf* bufs, int64_t nbufs) {
   g_fallbacks++;
   fallback_fn fn = g_fallback.load();
   if (!fn)
     return ffi::Error(ffi::ErrorCode::kInternal,
-                      "adjoints.jax native solve: no Python fallback registered");
-  auto kd = keys.dimensions();
-  auto vd = values.dimensions();
-  auto bd = b.dimensions();
-  auto xd = x.dimensions();
-  LxBuf bufs[4] = {
-      {keys.untyped_data(), (int64_t)kd.size(), kd.begin(), (int32_t)ffi::DataType::S32},
-      {values.untyped_data(), (int64_t)vd.size(), vd.begin(), (int32_t)values.element_type()},
-      {b.untyped_data(), (int64_t)bd.size(), bd.begin(), (int32_t)b.element_type()},
-      {x.untyped_data(), (int64_t)xd.size(), xd.begin(), (int32_t)x.element_type()}};
+                      "adjoints.jax native call: no Python fallback registered");
   std::vector<char> msg(8192, 0);
   int32_t errc = 9;
-  int32_t st = fn(fid, bufs, msg.data(), (int64_t)msg.size() - 1, &errc);
+  int32_t st = fn(fid, bufs, nbufs, msg.data(), (int64_t)msg.size() - 1, &errc);
   if (st == 0) return ffi::Error::Success();
   return ffi::Error(static_cast<ffi::ErrorCode>(errc), std::string(msg.data()));
 }
 
+ffi::Error call_fallback(int64_t fid, ffi::Buffer<ffi::S32>& keys, ffi::AnyBuffer& values,
+                         ffi::AnyBuffer& b, ffi::AnyBuffer x) {
+  auto kd = keys.dimensions();
+  LxBuf bufs[4] = {
+      {keys.untyped_data(), (int64_t)kd.size(), kd.begin(), (int32_t)ffi::DataType::S32},
+      lx(values), lx(b), lx(x)};
+  return call_fallback(fid, bufs, 4);
+}
+
 // x = op(A)^-1 b for the factor each key names; the nbatch leading axes of keys, values and b
 // broadcast (size 1 or the batch size); right-hand sides that share a key are one KLU call
+// a cotangent solve of a site whose factorizations a loop slot made moved on to ``used``
+void release_moved_on(int64_t fid, std::vector<int32_t> used) {
+  used.erase(std::remove_if(used.begin(), used.end(), [](int32_t k) { return k >= 0; }),
+             used.end());
+  std::vector<std::shared_ptr<Factor>> dead;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    moved_on(fid, std::move(used), dead);
+  }
+  dead.clear();
+}
+
 ffi::Error KluSolveImpl(ffi::Buffer<ffi::S32> keys, ffi::AnyBuffer values, ffi::AnyBuffer b,
                         ffi::Result<ffi::AnyBuffer> xres, int64_t trans, int64_t nbatch,
-                        int64_t fallback) {
+                        int64_t fallback, int64_t release) {
   ffi::AnyBuffer x = *xres;
   auto kd = keys.dimensions();
   auto bd = b.dimensions();
@@ -762,6 +945,8 @@ ffi::Error KluSolveImpl(ffi::Buffer<ffi::S32> keys, ffi::AnyBuffer values, ffi::
       return call_fallback(fallback, keys, values, b, x);
     (trans == 0 ? g_forward : g_transpose)++;
     g_native_solves++;
+    f.reset();
+    if (release) release_moved_on(fallback, {kv[0]});
     return ffi::Error::Success();
   }
   int64_t L = 1;
@@ -846,6 +1031,12 @@ ffi::Error KluSolveImpl(ffi::Buffer<ffi::S32> keys, ffi::AnyBuffer values, ffi::
     (trans == 0 ? g_forward : g_transpose)++;
   }
   g_native_solves++;
+  if (release) {
+    std::vector<int32_t> used;
+    for (auto& grp : groups) used.push_back(grp.first);
+    work.clear();
+    release_moved_on(fallback, std::move(used));
+  }
   return ffi::Error::Success();
 }
 
@@ -857,6 +1048,110 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(LinopsKluSolve, KluSolveImpl,
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<int64_t>("trans")
                                   .Attr<int64_t>("nbatch")
+                                  .Attr<int64_t>("fallback")
+                                  .Attr<int64_t>("release"));
+
+// keys[l] = a new loop key of the KLU factorization of values[l] (the leading axes of values
+// are a batch; the last one holds the pattern's nnz values in CSR order) on the slot's analysis:
+// the checks solvers' KLU init makes (finite values, a factor, pivot_check), the slot's
+// lifetime policy (see "loop slots"). Anything else is answered by the Python fallback
+// (values, keys): the named error, or a factorization of the live store.
+ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
+                            ffi::Result<ffi::Buffer<ffi::S32>> kres, int64_t slot,
+                            int64_t fallback) {
+  auto kb = *kres;
+  int32_t* out = kb.typed_data();
+  LxBuf bufs[2] = {lx(values), {kb.untyped_data(), (int64_t)kb.dimensions().size(),
+                                kb.dimensions().begin(), (int32_t)ffi::DataType::S32}};
+  std::shared_ptr<Symbolic> sym;
+  double tol = 1.0, rtol = 0.0;
+  int pending = 0;
+  std::vector<std::shared_ptr<Factor>> dead;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_slots.find(slot);
+    if (it == g_slots.end()) return call_fallback(fallback, bufs, 2);
+    Slot& sl = it->second;
+    if (!sl.has_run || sl.run != run.run_id) {   // an earlier run's factorizations: done with
+      for (int32_t k : sl.made) drop_loop_key(k, dead, slot);
+      for (int32_t k : sl.last) drop_loop_key(k, dead, slot);
+      sl.made.clear();
+      sl.has_run = true;
+      sl.run = run.run_id;
+    } else if (sl.pending == 0) {   // nothing comes back for the previous ones: the pin moves
+      for (int32_t k : sl.last) drop_loop_key(k, dead, slot);
+    }
+    sl.last.clear();
+    sym = sl.sym;
+    tol = sl.tol;
+    rtol = sl.rtol;
+    pending = sl.pending;
+  }
+  dead.clear();
+  const ffi::DataType t = values.element_type();
+  const bool cplx = is_complex(t);
+  const int w = cplx ? 2 : 1;
+  const int64_t nnz = sym->nnz;
+  const int64_t count = static_cast<int64_t>(values.element_count());
+  if (nnz <= 0 || count % nnz != 0 || static_cast<int64_t>(kb.element_count()) != count / nnz ||
+      !(t == ffi::DataType::F32 || t == ffi::DataType::F64 || cplx))
+    return call_fallback(fallback, bufs, 2);
+  const int64_t members = count / nnz;
+  std::vector<std::shared_ptr<Factor>> made;
+  std::vector<double> v(static_cast<size_t>(nnz) * w);
+  const void* src = values.untyped_data();
+  for (int64_t l = 0; l < members; ++l) {
+    bool finite = true;
+    for (int64_t e = 0; e < nnz; ++e) {
+      const std::complex<double> z = load(src, t, l * nnz + e);
+      v[e * w] = z.real();
+      if (cplx) v[e * w + 1] = z.imag();
+      finite &= std::isfinite(z.real()) && std::isfinite(z.imag());
+    }
+    int status = 0, rank = -1, col = -1;
+    auto f = finite ? make_klu_factor(sym, v.data(), cplx, tol, &status, &rank, &col) : nullptr;
+    if (!f || !pivots_pass(*f, rtol)) {
+      made.clear();
+      return call_fallback(fallback, bufs, 2);
+    }
+    made.push_back(std::move(f));
+  }
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    auto it = g_slots.find(slot);
+    if (it == g_slots.end()) {
+      made.clear();
+      return call_fallback(fallback, bufs, 2);
+    }
+    Slot& sl = it->second;
+    for (int64_t l = 0; l < members; ++l) {
+      const int64_t id = new_id();
+      g_factor[id] = std::move(made[l]);
+      const int32_t key = new_loop_key();
+      g_alias[key] = id;
+      g_aliases_of[id] = {key};
+      g_loop_keys[key] = LoopKey{id, slot, pending};
+      sl.last.push_back(key);
+      if (pending > 0) sl.made.push_back(key);
+      out[l] = key;
+    }
+    if (sl.made.size() > 4096) {   // keys the cotangent solves released: forget them
+      sl.made.erase(std::remove_if(sl.made.begin(), sl.made.end(), [&](int32_t k) {
+                      auto e = g_loop_keys.find(k);
+                      return e == g_loop_keys.end() || e->second.slot != slot;
+                    }), sl.made.end());
+    }
+  }
+  g_loop_factorizations += members;
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(LinopsKluFactorize, KluFactorizeImpl,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::RunId>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Attr<int64_t>("slot")
                                   .Attr<int64_t>("fallback"));
 // out[e] = sum_j U[rows[e], j] V[cols[e], j] on a registered pattern (no conjugation): the
 // values' cotangent of a solve or product, run inside a compiled loop without Python. U and V
@@ -925,6 +1220,9 @@ PyObject* py_ffi_handlers(PyObject*, PyObject*) {
   PyObject* cap = PyCapsule_New(reinterpret_cast<void*>(&LinopsKluSolve), nullptr, nullptr);
   PyDict_SetItemString(d, "linops_klu_solve", cap);
   Py_DECREF(cap);
+  cap = PyCapsule_New(reinterpret_cast<void*>(&LinopsKluFactorize), nullptr, nullptr);
+  PyDict_SetItemString(d, "linops_klu_factorize", cap);
+  Py_DECREF(cap);
   cap = PyCapsule_New(reinterpret_cast<void*>(&LinopsSddmm), nullptr, nullptr);
   PyDict_SetItemString(d, "linops_sddmm", cap);
   Py_DECREF(cap);
@@ -962,6 +1260,13 @@ PyMethodDef methods[] = {
     {"set_fallback", py_set_fallback, METH_VARARGS, "set_fallback(address)"},
     {"register_pattern", py_register_pattern, METH_VARARGS,
      "register_pattern(rows, cols, nrows, ncols) -> id (int32 arrays, copied; kept for the process)"},
+    {"make_slot", py_make_slot, METH_VARARGS,
+     "make_slot(symbolic, tol, rtol) -> id: a loop slot for the FFI factorize"},
+    {"slot_pending", py_slot_pending, METH_VARARGS,
+     "slot_pending(id, delta): the slot's cotangent consumers"},
+    {"free_slot", py_free_slot, METH_VARARGS, "free_slot(id): the slot and its factors"},
+    {"forget_consumer", py_forget_consumer, METH_VARARGS,
+     "forget_consumer(fallback id): a dropped consumer's last keys"},
     {"ffi_handlers", py_ffi_handlers, METH_NOARGS, "ffi_handlers() -> {name: capsule}"},
     {"versions", py_versions, METH_NOARGS, "versions() -> dict"},
     {nullptr, nullptr, 0, nullptr}};

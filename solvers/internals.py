@@ -32,5 +32,7 @@ from ._engines.tune import use_profile as use_profile
 from ._engines.tune import user_profile_path as user_profile_path
 from ._engines.petsc import transpose_support as transpose_support
 from ._engines.klu import KLUFactor as KLUFactor
+from ._engines.klu import PIVOT_TOL as KLU_PIVOT_TOL
+from ._engines.klu import symbolic_of as klu_symbolic
 from ._engines.klu import native as native
 from ._engines.klu import native_available as native_available

@@ -71,7 +71,7 @@ import linops as lo
 import solvers as sv
 
 from . import _ffi, _native
-from ._errors import add_error_hook, emit_check, record
+from ._errors import add_error_hook, emit_check, raise_for, record
 from ._live import HOST, STORE, Spec, Stats, live, probe_of, reset_stats, stats
 from ._sites import Link, module_info, straight
 from ._spmm import align_batch, spmm_p, sum_to_shape
@@ -329,6 +329,18 @@ def _factorize_abstract(values, *, spec, site):
 def _factorize_lowering(ctx, values, *, spec, site):
     op = module_info(ctx).add("factorize", site, straight=straight())
     keys_aval = ctx.avals_out[0]
+    # ---- hook: a KLU factorization in a loop body that only native solves consume lowers to
+    # the FFI factorize (adjoints.jax._native): a step of the loop never enters Python
+    if _native.factorize_applies(ctx, spec, op):
+        op.native = True
+
+        def fallback(v):
+            op.module.freeze()
+            keys, status = HOST.call(_factorize_compiled, np.array(v), spec, op, True)
+            raise_for(status)
+            return keys
+
+        return _native.lower_factorize(ctx, values, spec=spec, op=op, fallback=fallback)
 
     def fn(v):
         keys, status = _factorize_compiled(v, spec, op, op.module.loop_solved(op))
@@ -393,7 +405,7 @@ def _solve_lowering(ctx, keys, values, b, *, spec, site, link, role, trans, nbat
             return _solve_host(k, v, rhs, spec, trans, nbatch, op, role)
 
         return _native.lower_solve(ctx, keys, values, b, trans=trans, nbatch=nbatch,
-                                   fallback=fallback)
+                                   fallback=fallback, op=op)
     st_aval = jax.core.ShapedArray((), np.int32)
 
     def fn(k, v, rhs):

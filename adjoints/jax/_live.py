@@ -77,8 +77,10 @@ class Stats:
     ``reuses``: factorizations found again by their values instead of being redone (a loop body
     or a Python loop that builds the same matrix again, a log-determinant of a matrix a solve
     factorized); ``misses``: consumers that found no factorization and refactorized;
-    ``live``: factorizations alive now; ``peak_live``: the most alive at once since the last
-    reset; ``queries``: host log-determinant and inverse-entry queries.
+    ``live``: factorizations alive now (those the native table's loop slots hold included:
+    :mod:`adjoints.jax._native`); ``peak_live``: the most of the store's alive at once since
+    the last reset (a loop slot holds at most one per step of its run, freed as the backward
+    loop moves on); ``queries``: host log-determinant and inverse-entry queries.
 
     Returned by ``adjoints.jax.stats()``. ``misses`` > 0 means a factorization was made twice
     for one linearization point — usually ``jax.grad(jax.jit(f))``, where ``jax.jit(jax.grad(f))``
@@ -223,6 +225,7 @@ class Store:
         self._pool: OrderedDict = OrderedDict()
         self._release_hooks: list = []   # hook(key) for every freed key, under the lock
         self._count_hooks: list = []     # hook() -> {counter: increment}, drained on reading
+        self._gauge_hooks: list = []     # hook() -> factorizations alive elsewhere (native)
 
     # ----- hooks of another lowering of the consumers (adjoints.jax._native) ------------------
     def on_release(self, hook) -> None:
@@ -236,6 +239,15 @@ class Store:
         (solves that ran without Python, counted elsewhere)."""
         with self.lock:
             self._count_hooks.append(hook)
+
+    def on_gauge(self, hook) -> None:
+        """``hook()`` counts factorizations held elsewhere (the native table's loop slots): they
+        are part of ``live``."""
+        with self.lock:
+            self._gauge_hooks.append(hook)
+
+    def _elsewhere(self) -> int:
+        return sum(hook() for hook in self._gauge_hooks)
 
     def each_cache(self, keys, fn) -> None:
         """``fn(key, cache)`` for every live key of ``keys``, under the lock (no release can
@@ -262,7 +274,7 @@ class Store:
         with self.lock:
             self._drain()
             s = Stats(**vars(self._counts))
-            s.live = len(self._entries)
+            s.live = len(self._entries) + self._elsewhere()
             return s
 
     def reset_stats(self) -> None:
@@ -272,9 +284,9 @@ class Store:
             self._counts = Stats(peak_live=len(self._entries))   # live is never a counter
 
     def live(self) -> int:
-        """Number of factorizations alive now."""
+        """Number of factorizations alive now (the native table's loop slots' included)."""
         with self.lock:
-            return len(self._entries)
+            return len(self._entries) + self._elsewhere()
 
     def keys(self) -> frozenset:
         """The keys of the factorizations alive now (what a measurement started with, so that

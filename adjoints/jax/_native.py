@@ -57,14 +57,17 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from jax._src.lib.mlir import ir
 
 import solvers as sv
-from solvers.internals import native, native_available
+from solvers.internals import KLU_PIVOT_TOL, klu_symbolic, native, native_available, \
+    precision, rcond_tol
 
 from . import _live
 from ._errors import _ERRC, _message, qualified_name, record
 
-__all__ = ["ENABLED", "available", "applies", "lower_solve", "alias_keys"]
+__all__ = ["ENABLED", "available", "applies", "lower_solve", "alias_keys",
+           "factorize_available", "factorize_applies", "lower_factorize"]
 
 TARGET = "linops_klu_solve"
 #: switch for tests and comparisons: False lowers every solve (and every large SDDMM: the host
@@ -115,16 +118,15 @@ def alias_keys(keys: np.ndarray) -> None:
     _live.STORE.each_cache(np.unique(keys), alias)
 
 
-def _fallback(fid, bufs, msg, cap, errc) -> int:
-    """The ctypes fallback: one call of the Python callback's function; 0, or 1 with the
-    error's message (``module.Exception: text``) and XLA error code written for the handler."""
+def _fallback(fid, bufs, nbufs, msg, cap, errc) -> int:
+    """The ctypes fallback: one call of the Python function registered for this FFI call
+    (its buffers: the operands, then the result it writes); 0, or 1 with the error's message
+    (``module.Exception: text``) and XLA error code written for the handler."""
     try:
         fn = _FALLBACKS.get(int(fid))
         if fn is None:
-            raise RuntimeError("adjoints.jax native solve: its compiled module is gone")
-        keys, values, b, x = (_view(bufs[i]) for i in range(4))
-        alias_keys(keys)
-        x[...] = fn(keys.copy(), values, b)
+            raise RuntimeError("adjoints.jax native call: its compiled module is gone")
+        fn(*(_view(bufs[i]) for i in range(int(nbufs))))
         return 0
     except BaseException as exc:   # never into C: the message travels back instead
         cls, text = _message(record(exc), None)
@@ -135,24 +137,33 @@ def _fallback(fid, bufs, msg, cap, errc) -> int:
         return 1
 
 
-_C_FALLBACK = C.CFUNCTYPE(C.c_int32, C.c_int64, C.POINTER(_LxBuf), C.c_void_p, C.c_int64,
-                          C.POINTER(C.c_int32))(_fallback)
+_C_FALLBACK = C.CFUNCTYPE(C.c_int32, C.c_int64, C.POINTER(_LxBuf), C.c_int64, C.c_void_p,
+                          C.c_int64, C.POINTER(C.c_int32))(_fallback)
 
 
 def _unalias(k: int) -> None:
     native().unalias(int(k))
 
 
-#: FFI solve calls and fallbacks drained so far (diagnostics: what ran without Python)
-TOTALS = {"native_calls": 0, "fallbacks": 0}
+#: FFI solve calls, fallbacks and FFI factorizations drained so far (diagnostics: what ran
+#: without Python)
+TOTALS = {"native_calls": 0, "fallbacks": 0, "factorizations": 0}
 
 
 def _drain() -> dict:
-    """Native solve counts since the last drain (zeroed), for ``adjoints.jax.stats()``."""
+    """Native solve and loop-factorization counts since the last drain (zeroed), for
+    ``adjoints.jax.stats()``."""
     got = native().drain_counts()
     TOTALS["native_calls"] += got["native_calls"]
     TOTALS["fallbacks"] += got["fallbacks"]
-    return {"forward_solves": got["forward_solves"], "transpose_solves": got["transpose_solves"]}
+    TOTALS["factorizations"] += got["factorizations"]
+    return {"forward_solves": got["forward_solves"], "transpose_solves": got["transpose_solves"],
+            "factorizations": got["factorizations"]}
+
+
+def _loop_factors() -> int:
+    """Factorizations the FFI factorize holds now (they count in ``stats().live``)."""
+    return native().counts()["loop_factors"]
 
 
 @lru_cache(maxsize=1)
@@ -172,6 +183,7 @@ def available() -> bool:
     mod.set_fallback(C.cast(_C_FALLBACK, C.c_void_p).value)
     _live.STORE.on_release(_unalias)
     _live.STORE.on_count(_drain)
+    _live.STORE.on_gauge(_loop_factors)
     return True
 
 
@@ -216,29 +228,108 @@ def applies(ctx, spec, op) -> bool:
         return False
     made = [o for o in op.module.ops if o.kind == "factorize"
             and (op.site is None or o.site is op.site)]
-    return all(o.straight for o in made) and available()
+    return all(o.straight or o.native for o in made) and available()
 
 
 class _Ticket:
-    """Kept alive by the compiled module: its fallback goes with it."""
+    """Kept alive by the compiled module: its fallback goes with it, and so do the loop slot of
+    a factorize (its factorizations) and a releasing consumer's last keys."""
 
-    def __init__(self, fid: int):
-        self.fid = fid
+    def __init__(self, fid: int, slot: int = 0, consumer: bool = False, keep=None):
+        self.fid, self.slot, self.consumer, self.keep = fid, slot, consumer, keep
 
     def __del__(self):
         _FALLBACKS.pop(self.fid, None)
+        try:
+            if self.slot:
+                native().free_slot(self.slot)
+            if self.consumer:
+                native().forget_consumer(self.fid)
+        except Exception:  # pragma: no cover - interpreter shutdown: the table goes anyway
+            pass
 
 
-def lower_solve(ctx, keys, values, b, *, trans: str, nbatch: int, fallback):
+def lower_solve(ctx, keys, values, b, *, trans: str, nbatch: int, fallback, op):
     """The FFI custom call ``linops_klu_solve(keys, values, b) -> x``; ``fallback(keys, values,
     b)`` is the Python callback's function for this site, called only where the native side
-    cannot answer (see the module docstring)."""
+    cannot answer (see the module docstring). A cotangent solve of a site whose factorize
+    lowered to the FFI factorize releases the pending uses of the keys it moved on from."""
     fid = next(_IDS)
-    _FALLBACKS[fid] = fallback
-    ctx.module_context.add_keepalive(_Ticket(fid))
+
+    def answer(k, v, rhs, x):
+        alias_keys(k)
+        x[...] = fallback(k.copy(), v, rhs)
+
+    _FALLBACKS[fid] = answer
+    slots = op.module.native_slots.get(op.site, ()) if op.site is not None else ()
+    release = op.role == "cotangent" and bool(slots)
+    if release:
+        # the factorizations it consumes: a slot of its own block (a body recomputed by
+        # jax.checkpoint factorizes again next to its cotangent solves), else every slot of
+        # the site (the forward loop's, kept for this backward loop)
+        here = _block()
+        mine = [slot for slot, block in slots if block is not None and block == here]
+        for slot in mine or [slot for slot, _ in slots]:
+            native().slot_pending(slot, 1)
+    ctx.module_context.add_keepalive(_Ticket(fid, consumer=release))
     rule = jax.ffi.ffi_lowering(TARGET, has_side_effect=True)
     return rule(ctx, keys, values, b, trans=np.int64(0 if trans == "N" else 1),
-                nbatch=np.int64(nbatch), fallback=np.int64(fid))
+                nbatch=np.int64(nbatch), fallback=np.int64(fid), release=np.int64(release))
+
+
+def _block():
+    """The MLIR block being lowered into (a loop body's, a branch's), or None."""
+    try:
+        return ir.InsertionPoint.current.block
+    except Exception:  # pragma: no cover - no insertion point: no block to compare
+        return None
+
+
+# ----- factorizations in loop bodies: the FFI factorize -------------------------------------------
+FACTORIZE_TARGET = "linops_klu_factorize"
+_FACTOR_DTYPES = tuple(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
+
+
+@lru_cache(maxsize=1)
+def factorize_available() -> bool:
+    """True when the FFI factorize handler is built and registered (with the solve's)."""
+    return available() and _register(FACTORIZE_TARGET)
+
+
+def factorize_applies(ctx, spec, op) -> bool:
+    """Whether factorize operation ``op`` (just added to its module) lowers to the FFI
+    factorize: inside a loop body or branch (not straight), ``sv.KLU`` chosen by the caller,
+    the CPU, a site whose Factorization never escaped and that only solves consume (known
+    from tracing, before lowering), a non-empty pattern. Its solves then lower natively too
+    (:func:`applies`), so a step of the loop never enters Python."""
+    site = op.site
+    return (ENABLED and not op.straight and type(spec.alg) is sv.KLU and site is not None
+            and not site.escaped and site.solves_only
+            and tuple(ctx.module_context.platforms) == ("cpu",)
+            and np.dtype(ctx.avals_in[0].dtype) in _FACTOR_DTYPES
+            and spec.pattern.shape[0] > 0 and spec.pattern.nnz > 0 and factorize_available())
+
+
+def lower_factorize(ctx, values, *, spec, op, fallback):
+    """The FFI custom call ``linops_klu_factorize(values) -> keys`` on a loop slot of the
+    pattern's KLU analysis (``sv.analyses``: made here at lowering where no cache holds one,
+    counted in ``stats().symbolic_analyses``); ``fallback(values) -> keys`` is the Python
+    factorization (the named error of a matrix the native checks refuse)."""
+    symbolic, reused = klu_symbolic(spec.pattern, spec.alg.ordering)
+    _live.STORE.count(symbolic_analyses=int(not reused))
+    out = precision(ctx.avals_in[0].dtype)
+    rtol = rcond_tol(out) if spec.alg.pivot_rtol is None else spec.alg.pivot_rtol
+    slot = native().make_slot(symbolic.id, KLU_PIVOT_TOL, float(rtol))
+    op.module.native_slots.setdefault(op.site, []).append((slot, _block()))
+    fid = next(_IDS)
+
+    def answer(v, keys):
+        keys[...] = fallback(v)
+
+    _FALLBACKS[fid] = answer
+    ctx.module_context.add_keepalive(_Ticket(fid, slot=slot, keep=symbolic))
+    rule = jax.ffi.ffi_lowering(FACTORIZE_TARGET, has_side_effect=True)
+    return rule(ctx, values, slot=np.int64(slot), fallback=np.int64(fid))
 
 
 # ----- the values' cotangent: SDDMM on a registered pattern ---------------------------------------

@@ -163,6 +163,13 @@ def _real(dtype):
     return jnp.finfo(dtype).dtype
 
 
+def _queried(site) -> None:
+    """A query consumes the factorization of ``site``: its factorize keeps the Python callback
+    (adjoints.jax._native lowers only factorizations that solves alone consume)."""
+    if site is not None:
+        site.solves_only = False
+
+
 # ----- logdet_p ----------------------------------------------------------------------------------
 logdet_p = Primitive("adjoints_jax_logdet")
 logdet_p.multiple_results = True
@@ -170,6 +177,7 @@ logdet_p.multiple_results = True
 
 def slogdet(keys, values, spec, site, *, link=None):
     """(sign, log|det A|) of the factorization ``keys`` names (A = Sparse(values, pattern))."""
+    _queried(site)
     return tuple(logdet_p.bind(keys, values, spec=spec, site=site,
                                link=Link() if link is None else link, role="primal", nbatch=0))
 
@@ -249,6 +257,7 @@ inv_entries_p = Primitive("adjoints_jax_inv_entries")
 
 def inv_entries(keys, values, spec, site, rows, cols, *, link=None):
     """A⁻¹[rows[k], cols[k]] with the factorization ``keys`` names."""
+    _queried(site)
     return inv_entries_p.bind(keys, values, spec=spec, site=site,
                               link=Link() if link is None else link, role="primal",
                               pos=Positions(rows, cols), nbatch=0)

@@ -16,7 +16,9 @@ the store needs to decide when a factorization is no longer needed:
   once per run (not inside a loop body, a ``cond`` branch or a nested function);
 * ``native``: a consumer lowered to the native XLA FFI solve (:mod:`adjoints.jax._native`); a
   factorize whose site has one lets the default algorithm prefer an engine that call solves
-  with (:meth:`ModuleInfo.loop_solved`).
+  with (:meth:`ModuleInfo.loop_solved`). A factorize lowered to the FFI factorize (a loop
+  slot of the native table, ``ModuleInfo.native_slots``) is native too: the table, not the
+  store, decides when its factorizations die.
 
 :class:`ModuleInfo` holds a module's operations; :meth:`ModuleInfo.freeze` derives, at the first
 run (lowering is complete by then), the shares the store uses:
@@ -52,14 +54,17 @@ class Site:
     """One traced factorization (a factorize operation and the consumers handed its key).
 
     ``escaped``: its Factorization was flattened (into a loop carry, a ``cond`` output, a
-    ``jit`` output, ...): some consumers of its keys cannot be linked to it statically."""
+    ``jit`` output, ...): some consumers of its keys cannot be linked to it statically.
+    ``solves_only``: every consumer bound with it is a solve (no log det or entries of A⁻¹;
+    both known once tracing is done, before any lowering)."""
 
-    __slots__ = ("id", "escaped", "__weakref__")
+    __slots__ = ("id", "escaped", "solves_only", "__weakref__")
     _ids = itertools.count(1)
 
     def __init__(self):
         self.id = next(Site._ids)
         self.escaped = False
+        self.solves_only = True   # no log det or inverse-entry query was bound with its key
 
     def __repr__(self) -> str:
         return f"site{self.id}"
@@ -110,6 +115,7 @@ class ModuleInfo:
     def __init__(self):
         self.ops: list[Op] = []
         self.frozen = False
+        self.native_slots: dict = {}   # site -> loop slots of its FFI factorize operations
 
     def add(self, kind, site, link=None, role="primal", straight=False) -> Op:
         op = Op(kind, site, link, role, straight, self)
@@ -120,7 +126,8 @@ class ModuleInfo:
     def loop_solved(self, op: Op) -> bool:
         """Whether factorize operation ``op``'s factorizations are solved by native loop
         consumers of this module: of its site, or unlinked ones (a key through a carry)."""
-        return any(o.native and (o.site is None or o.site is op.site) for o in self.ops)
+        return any(o.kind == "consumer" and o.native and (o.site is None or o.site is op.site)
+                   for o in self.ops)
 
     def freeze(self) -> None:
         """Derive exactness and shares from the complete list of operations (idempotent)."""

@@ -105,6 +105,14 @@ class _Symbolic:
 PIVOT_TOL = 1.0   # KLU's Common.tol: partial pivoting (see KLUFactor)
 
 
+def symbolic_of(pattern: lo.Pattern, ordering: str = "amd") -> tuple["_Symbolic", bool]:
+    """(KLU's symbolic analysis of ``pattern``, whether it was reused): the one every
+    ``KLUFactor`` of the pattern shares (kept in ``sv.analyses``); ``adjoints.jax`` factorizes
+    on it inside compiled loops (its FFI factorize)."""
+    return analyses.obtain(("klu", pattern, ordering), lambda: _Symbolic(pattern, ordering),
+                           lambda _: 16 * (pattern.shape[0] + pattern.nnz))
+
+
 class KLUFactor(Factor):
     """One KLU numeric factorization on a (shared) symbolic analysis. ``handle``: the native
     factor's id in ``solvers._native``'s table (what ``adjoints.jax`` aliases its keys to);
@@ -120,9 +128,7 @@ class KLUFactor(Factor):
         if symbolic is None:
             # KLU's analysis (BTF + the fill-reducing ordering) is the pattern's alone: kept
             # across caches (solvers._analyses)
-            symbolic, self.reused_analysis = analyses.obtain(
-                ("klu", A.pattern, ordering), lambda: _Symbolic(A.pattern, ordering),
-                lambda _: 16 * (A.shape[0] + A.pattern.nnz))
+            symbolic, self.reused_analysis = symbolic_of(A.pattern, ordering)
             self.symbolic_analyses = int(not self.reused_analysis)
         self.symbolic = symbolic
         values = np.ascontiguousarray(to_numpy(A.values), dtype=self.dtype)

@@ -84,6 +84,11 @@ def _in_body(A, th):
                         None, length=T)[0]
 
 
+def _stepped(A, th):   # a matrix per step (time-dependent): one factorization per step
+    return jax.lax.scan(lambda u, t: (adj.solve(A_of(th * (1 + 0.01 * t)), u + BJ, ALG), None),
+                        jnp.zeros(N), jnp.arange(T) * 1.0)[0]
+
+
 def _while(A, th):
     def body(s):
         i, u = s
@@ -106,6 +111,7 @@ def patterns():
         "scan-unrollTrue": grad(_scan(True)), "fori_loop": grad(_fori),
         "python-jit": grad(_python), "factorize": grad(_factorize), "carried": grad(_carried),
         "built-in-body": grad(_in_body), "while-newton": jax.jit(heat(_while)),
+        "stepped-in-body": grad(_stepped),
         "eager-scan": jax.grad(heat(_scan(1))),
         "factorize-eager-loop": jax.grad(heat(_python_eager_factorize)),
         # three batch members, three matrices (an unbatched th would be one matrix, one

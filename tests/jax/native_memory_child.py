@@ -20,6 +20,16 @@ from solvers.internals import native  # noqa: E402
 
 # read at call time by every pattern of jax_memory_child
 child.ALG = sys.argv[3] if len(sys.argv) > 3 else "klu"
+MADE = [0]   # FFI factorizations drained when the measured calls start (after the warm-up)
+_reset = child.adj.reset_stats
+
+
+def _reset_and_mark():
+    _reset()   # drains the native counters into _native.TOTALS
+    MADE[0] = _native.TOTALS["factorizations"]
+
+
+child.adj.reset_stats = _reset_and_mark
 
 if __name__ == "__main__":
     # one pattern, or several (comma-separated) measured one after the other in this process;
@@ -28,6 +38,8 @@ if __name__ == "__main__":
         calls0 = _native.TOTALS["native_calls"] + native().counts()["native_calls"]
         r = child.main(name, int(sys.argv[2]))
         c = native().counts()
-        r.update(native_factors=c["factors"], aliases=c["aliases"],
-                 native_calls=_native.TOTALS["native_calls"] + c["native_calls"] - calls0)
+        r.update(native_factors=c["factors"], aliases=c["aliases"], loop_factors=c["loop_factors"],
+                 native_calls=_native.TOTALS["native_calls"] + c["native_calls"] - calls0,
+                 loop_factorizations=_native.TOTALS["factorizations"] + c["factorizations"]
+                 - MADE[0])
         print("@@" + json.dumps(r), flush=True)

@@ -87,8 +87,23 @@ def loop_solve(case, form: str, dense: bool = False):
             A = case.build(p)
             return jax.lax.scan(lambda u, _: (adj.solve(A, u + b, case.alg), None), b, None,
                                 length=T)[0]
+        if form == "factorize-in-body":   # A_t = (1 + t/4)·A built, and factorized, each step
+            return jax.lax.scan(lambda u, t: (step_matrix_solve(case, p, t, dense)(u + b), None),
+                                b, jnp.arange(T).astype(jnp.result_type(float)))[0]
         raise ValueError(form)
     return run
+
+
+def step_matrix_solve(case, p, t, dense: bool = False):
+    """r ↦ A_t⁻¹ r with A_t = (1 + t/4)·A(p) built inside the loop body (a Newton or
+    time-dependent step: one factorization per step), or its dense jnp reference."""
+    s = 1 + 0.25 * t
+    if dense:
+        a = case.dense(p) * s.astype(case.dtype)
+        return lambda r: jnp.linalg.solve(a, r)
+    A = case.build(p)
+    return lambda r: adj.solve(lo.Sparse(A.values * s.astype(A.values.dtype), A.pattern), r,
+                               case.alg)
 
 
 def klu_case(dtype):
@@ -127,7 +142,7 @@ CASES = {"klu": klu_case, "cholmod": cholmod_case, "auto": auto_case,
          "auto-general": auto_general_case}
 # (fori_loop with static bounds lowers to a scan: once, with KLU)
 NATIVE_CELLS = [(f, e) for e in ("klu", "cholmod") for f in ("scan", "cond", "solve-in-body")]
-NATIVE_CELLS += [("fori", "klu")]
+NATIVE_CELLS += [("fori", "klu"), ("factorize-in-body", "klu")]
 # the default algorithm: the loop's factorize picks a native engine (Auto(loop_solves=True)),
 # the callback path (ENABLED=False) Auto's rules' engine: equal to rounding, not bit for bit
 NATIVE_CELLS += [(f, e) for e in ("auto", "auto-general") for f in ("scan", "solve-in-body")]
@@ -166,14 +181,15 @@ _DENSE: dict = {}
 
 def dense_reference(engine: str, form: str, dtype):
     """The battery of dense ``jnp.linalg.solve`` autodiff through the same function: every
-    form but cond computes u_T of the same chain (solve-in-body included), and the engines of
-    one matrix family (KLU and the default on the nonsymmetric one, CHOLMOD and the default
-    on the HPD one: the same seed) share it — computed once per worker."""
+    form but cond and factorize-in-body computes u_T of the same chain (solve-in-body
+    included), and the engines of one matrix family (KLU and the default on the nonsymmetric
+    one, CHOLMOD and the default on the HPD one: the same seed) share it — computed once per
+    worker."""
+    own = form in ("cond", "factorize-in-body")
     key = ("hpd" if engine in ("cholmod", "auto") else "general", np.dtype(dtype).name,
-           "cond" if form == "cond" else "chain")
+           form if own else "chain")
     if key not in _DENSE:
-        _DENSE[key] = run_battery(CASES[engine](dtype), "cond" if form == "cond" else "scan",
-                                  dense=True)
+        _DENSE[key] = run_battery(CASES[engine](dtype), form if own else "scan", dense=True)
     return _DENSE[key]
 
 
@@ -192,6 +208,193 @@ def test_one_factorization_and_every_step_counted(engine):
         assert s.forward_solves == T and s.transpose_solves == T, s
         # every step native: the factorization aliased its key for the loop (no fallback)
         assert calls == 2 * T and fallbacks() == 0, (calls, fallbacks())
+
+
+def loop_counts() -> dict:
+    """The native table now: loop factors alive, slots, FFI factorizations / solve calls /
+    fallbacks since the last drain."""
+    from solvers.internals import native
+
+    c = native().counts()
+    return {k: c[k] for k in ("loop_factors", "slots", "factorizations", "native_calls",
+                              "fallbacks")}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
+def test_a_factorization_in_the_loop_body_never_enters_python(dtype):
+    """A_t built and factorized at every step (sv.KLU): the FFI factorize makes every
+    factorization (T per call, none by Python), the forward and the transposed solves are
+    native with them (no fallback, no miss), and the backward pass frees each one after its
+    last use: one factor is left between calls (the slot's, freed by the next run), none
+    after the compiled function is dropped. The value and gradient equal the callback path's
+    to the bit (the same KLU factors) and dense autodiff to 1e-12."""
+    from adjoints.jax._live import STORE
+
+    case = klu_case(dtype)
+    p, q = case.params, rhs(case)
+
+    def loss(p, q, dense=False):
+        return jnp.sum(jnp.abs(loop_solve(case, "factorize-in-body", dense)(
+            p, make_b(q, case.dtype))) ** 2)
+
+    f = jax.jit(jax.value_and_grad(loss, (0, 1)))
+    for i in range(2):   # the second call: the slot drops the first run's factor
+        drain()
+        got = jax.block_until_ready(f(tuple(x * (1 + 0.1 * i) for x in p), q))
+        c = loop_counts()
+        assert c["factorizations"] == T and c["native_calls"] == 2 * T, c
+        assert c["fallbacks"] == 0 and c["loop_factors"] == 1, c
+        s = adj.stats()
+        assert (s.factorizations, s.misses, s.forward_solves, s.transpose_solves) == \
+            (T, 0, T, T), s
+        assert s.live == len(STORE.keys()) + 1, s    # the loop factor counts as live
+    _native.ENABLED = False
+    try:
+        want = jax.jit(jax.value_and_grad(loss, (0, 1)))(tuple(x * 1.1 for x in p), q)
+    finally:
+        _native.ENABLED = True
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_array_equal(a, b)
+    dense = jax.value_and_grad(lambda p, q: loss(p, q, True), (0, 1))(
+        tuple(x * 1.1 for x in p), q)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(dense)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+    slots = loop_counts()["slots"]
+    del f
+    jax.clear_caches()
+    import gc
+
+    gc.collect()
+    c = loop_counts()
+    assert c["slots"] < slots and c["loop_factors"] == 0, c
+
+
+def test_a_forward_loop_keeps_one_factorization_alive_at_a_time():
+    """Without a backward pass nothing comes back for a step's factorization: the slot frees it
+    when it factorizes the next matrix (before factorizing), so at most one is alive inside
+    the loop (read at every step by a host callback) and after it."""
+    from solvers.internals import native
+
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    seen = []
+
+    def body(u, t):
+        x = step_matrix_solve(case, p, t)(u + make_b(q, case.dtype))
+        jax.debug.callback(lambda: seen.append(native().counts()["loop_factors"]),
+                           ordered=True)
+        return x, None
+
+    run = jax.jit(lambda: jax.lax.scan(body, make_b(q, case.dtype),
+                                       jnp.arange(4 * T, dtype=jnp.float64))[0])
+    drain()
+    jax.block_until_ready(run())
+    assert loop_counts()["factorizations"] == 4 * T and max(seen) == 1, seen
+
+
+def test_a_checkpointed_body_factorizes_again_and_keeps_no_forward_factorizations():
+    """jax.checkpoint around the step: the backward loop recomputes each factorization next to
+    its cotangent solve (its own slot), so the forward loop's slot keeps one factorization at
+    a time (nothing comes back for them): 2T factorizations per call, at most one left per
+    slot afterwards, the gradient equal to dense autodiff."""
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    b = make_b(q, case.dtype)
+
+    def loss(p, dense=False):
+        step = jax.checkpoint(lambda u, t: step_matrix_solve(case, p, t, dense)(u + b))
+        u = jax.lax.scan(lambda u, t: (step(u, t), None), b, jnp.arange(T) * 1.0)[0]
+        return jnp.sum(u ** 2)
+
+    before = loop_counts()["loop_factors"]
+    drain()
+    g = jax.jit(jax.grad(loss))(p)
+    c = loop_counts()
+    assert c["factorizations"] == 2 * T and c["fallbacks"] == 0, c
+    assert c["loop_factors"] <= before + 2, c
+    want = jax.grad(lambda p: loss(p, True))(p)
+    for a, w in zip(g, want):
+        np.testing.assert_allclose(a, w, rtol=1e-11, atol=1e-12 * np.abs(w).max())
+
+
+@pytest.mark.parametrize("bad", ["singular", "nan"])
+def test_a_failed_factorization_in_the_loop_names_its_error_and_the_next_call_works(bad):
+    """A_t singular (zero at step 2) or with a NaN at step 2: the FFI factorize hands the call
+    to Python, whose KLU init raises the named error (first line); the same compiled function
+    answers the next, regular, call natively, and nothing is left behind."""
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    b = make_b(q, case.dtype)
+
+    def run(p, c, dense=False):
+        A, a = case.build(p), case.dense(p)
+
+        def body(u, t):
+            s = jnp.where(t == 2.0, c, 1.0 + 0.25 * t)
+            if dense:
+                return jnp.linalg.solve(a * s, u + b), None
+            At = lo.Sparse(A.values * s, A.pattern)
+            return adj.solve(At, u + b, sv.KLU()), None
+        return jax.lax.scan(body, b, jnp.arange(T, dtype=jnp.float64))[0]
+
+    f = jax.jit(run)
+    c = 0.0 if bad == "singular" else jnp.nan
+    import gc
+
+    gc.collect()
+    before = loop_counts()["loop_factors"]    # other tests' slots may hold one each
+    with pytest.raises(Exception) as e:
+        jax.block_until_ready(f(p, c))
+    first = str(e.value).strip().splitlines()[0]
+    want = "SingularMatrixError" if bad == "singular" else "NonFiniteInputError"
+    assert f"solvers.{want}" in first, first
+    assert loop_counts()["loop_factors"] <= before     # the steps before it: freed
+    drain()
+    got = f(p, 1.5)
+    c = loop_counts()
+    assert c["factorizations"] == T and c["fallbacks"] == 0 and c["loop_factors"] <= before + 1
+    np.testing.assert_allclose(got, run(p, 1.5, dense=True), rtol=1e-12, atol=1e-12)
+
+
+def test_a_query_or_an_escaped_factorization_keeps_the_python_factorize():
+    """The FFI factorize applies only where native solves alone consume the factorization: a
+    log-determinant of the same Factorization in the body, or the Factorization carried out
+    of the step, keep the Python callback (no loop slot), with the same answers."""
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    b = make_b(q, case.dtype)
+
+    def with_logdet(p):
+        A = case.build(p)
+
+        def body(u, t):
+            F = adj.factorize(lo.Sparse(A.values * (1 + 0.25 * t), A.pattern), sv.KLU())
+            return F.solve(u + b), adj.slogdet(F)[1]
+        return jax.lax.scan(body, b, jnp.arange(T, dtype=jnp.float64))
+
+    def carried(p):   # each step solves with the previous step's Factorization
+        A = case.build(p)
+
+        def body(s, t):
+            u, F = s
+            G = adj.factorize(lo.Sparse(A.values * (1 + 0.25 * t), A.pattern), sv.KLU())
+            return (F.solve(u + b), G), None
+        F0 = adj.factorize(A, sv.KLU())
+        return jax.lax.scan(body, (b, F0), jnp.arange(1, T + 1, dtype=jnp.float64))[0][0]
+
+    a = np.asarray(case.dense(p))
+    drain()
+    u, ld = jax.jit(with_logdet)(p)
+    assert loop_counts()["factorizations"] == 0 and adj.stats().factorizations == T
+    want = [np.linalg.slogdet(a * (1 + 0.25 * t))[1] for t in range(T)]
+    np.testing.assert_allclose(ld, want, rtol=1e-12)
+    drain()
+    u = jax.jit(carried)(p)
+    assert loop_counts()["factorizations"] == 0 and adj.stats().factorizations == T + 1
+    want = np.asarray(b)
+    for t in range(T):
+        want = np.linalg.solve(a * (1 + 0.25 * t), want + np.asarray(b))
+    np.testing.assert_allclose(u, want, rtol=1e-12)
 
 
 def test_second_order_matches_finite_differences():
@@ -353,7 +556,10 @@ def test_the_callback_stays_for_other_algorithms_and_straight_solves():
 # x64off_jax.py: one interpreter and one JAX import for both
 
 
-MEMORY = ["factorize", "scan-unroll2", "fori_loop", "carried"]
+# pattern -> factorizations per call: the factor-once forms, and with sv.KLU the forms that
+# factorize inside the loop body (the FFI factorize: a loop slot of the native table)
+MEMORY = {"factorize": 1, "scan-unroll2": 1, "fori_loop": 1, "carried": 1}
+MEMORY_IN_BODY = {"stepped-in-body": 5, "while-newton": 3}
 MEMORY_CALLS = 150   # a leak of one KLU factor per call would be >= 150 MB: 3x the limit
 
 
@@ -366,18 +572,25 @@ def test_rss_stays_flat_over_150_native_calls_of_every_pattern(alg):
         pytest.skip("scikit-sparse (CHOLMOD) is not installed")
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    p = subprocess.run([sys.executable, str(HERE / "native_memory_child.py"), ",".join(MEMORY),
+    patterns = {**MEMORY, **(MEMORY_IN_BODY if alg == "klu" else {})}
+    p = subprocess.run([sys.executable, str(HERE / "native_memory_child.py"), ",".join(patterns),
                         str(MEMORY_CALLS), alg], capture_output=True, text=True, timeout=600,
                        env=env, cwd=ROOT)
     got = {r["pattern"]: r for r in (json.loads(ln[2:]) for ln in p.stdout.splitlines()
                                      if ln.startswith("@@"))}
-    assert p.returncode == 0 and set(got) == set(MEMORY), (sorted(got), p.stderr[-3000:])
-    for pattern in MEMORY:
+    assert p.returncode == 0 and set(got) == set(patterns), (sorted(got), p.stderr[-3000:])
+    for pattern, per_call in patterns.items():
         r = got[pattern]
         assert r["native_calls"] > 0, r                 # the FFI path ran
         assert r["grown_mb"] < 50, r                    # a leak of one factor per call: 150+ MB
-        assert r["misses"] == 0 and r["factorizations"] == MEMORY_CALLS, r
-        assert r["live"] <= 1 and r["native_factors"] <= 1 and r["aliases"] <= 1, r
+        assert r["misses"] == 0 and r["factorizations"] == per_call * MEMORY_CALLS, r
+        # what a run leaves: one factorization of the store (an earlier pattern's, pooled),
+        # and a loop slot's last one until its next run or its compiled function goes
+        assert r["live"] <= 1 + (pattern in MEMORY_IN_BODY) and r["loop_factors"] <= 1, r
+        assert r["native_factors"] - r["loop_factors"] <= 1, r
+        assert r["aliases"] - r["loop_factors"] <= 1, r
+        if pattern in MEMORY_IN_BODY:   # every factorization made by the FFI factorize
+            assert r["loop_factorizations"] == per_call * MEMORY_CALLS, r
 
 
 def test_without_the_extension_klu_is_refused_and_jax_keeps_the_callback(tmp_path):

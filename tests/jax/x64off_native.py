@@ -31,8 +31,9 @@ def test_x64_is_really_off():
     assert not jax.config.jax_enable_x64 and jnp.ones(2).dtype == jnp.float32
 
 
-@pytest.mark.parametrize("form,dtype", [("scan", np.float32), ("cond", np.complex64)],
-                         ids=["scan-float32", "cond-complex64"])
+@pytest.mark.parametrize("form,dtype", [("scan", np.float32), ("cond", np.complex64),
+                                        ("factorize-in-body", np.float32)],
+                         ids=["scan-float32", "cond-complex64", "factorize-in-body-float32"])
 def test_native_single_precision(form, dtype):
     case = dataclasses.replace(make_case("sparse-LU", dtype), alg=sv.KLU())
     args = battery_inputs(case)
@@ -47,6 +48,8 @@ def test_native_single_precision(form, dtype):
     native().drain_counts()
     got = run()
     assert native().counts()["native_calls"] > 0
+    if form == "factorize-in-body":   # float32 values factorized by the FFI factorize (in double)
+        assert native().counts()["factorizations"] > 0
     _native.ENABLED = False
     try:
         callback = run()

@@ -4,12 +4,14 @@ has), over the corpus of hard matrices (tests/_cases/corpus.py).
 
 One program per matrix: the values v of A's stored entries are the input; each loop form
 (scan, fori_loop, while_loop, cond, switch, lax.map, a Python loop, vmap, a Factorization
-used by A and Aᵀ solves inside a scan, log|det A|) gives a real loss; the gradient and a
+used by A and Aᵀ solves inside a scan, log|det A|, a scan whose body builds and factorizes
+its own A_t with sv.KLU()) gives a real loss; the gradient and a
 Hessian-vector product (``jvp`` of ``grad``) of every form are computed in ONE jitted module
 (one compilation per matrix) and compared with the same function written in dense jnp without
 loops. Every form runs on two matrices (a pivoting real one, a complex symmetric one); the
 others (explicit zeros, cond 1e8, a saddle point, n = 1 negative, complex64) run the core
-forms: a scan whose cond alternates A and Aᵀ solves, and log det. The tolerance follows the
+forms: a scan whose cond alternates A and Aᵀ solves, log det, and the KLU factorization in
+the loop body (the FFI factorize). The tolerance follows the
 precision and the matrix's condition number (a missing conjugate or transpose is O(1) off).
 Singular corpus entries are not differentiable and are left to the named-error tests.
 """
@@ -30,7 +32,7 @@ T = 2   # steps of every loop: u ← A⁻¹(u + b)
 NAMES = ("needs-pivoting", "complex-symmetric", "explicit-zeros-spd", "spd-cond-1e8",
          "saddle-point", "n1-negative", "hpd-complex64")
 FORMS = ("scan", "fori", "while", "cond", "switch", "map", "python", "vmap", "factorize",
-         "logdet")
+         "logdet", "klu-body")
 
 
 def _tol(mat) -> float:
@@ -39,13 +41,16 @@ def _tol(mat) -> float:
 
 
 FULL = ("needs-pivoting", "complex-symmetric")   # every loop form; the others: CORE
-CORE = ("cond", "logdet")   # a scan alternating A and Aᵀ solves, log det
+# a scan alternating A and Aᵀ solves, log det, and a scan whose body builds and factorizes
+# its own A_t with sv.KLU() (the FFI factorize: a step that never enters Python)
+CORE = ("cond", "logdet", "klu-body")
 # the dense reference of each form, written without loops (T steps unrolled): the loop forms
 # compute the same function, so they share one dense program
 REFERENCE = {"scan": "chain", "fori": "chain", "while": "chain", "python": "chain",
              "cond": "alternate", "switch": "alternate", "map": "batch", "vmap": "batch",
-             "factorize": "both", "logdet": "logdet"}
+             "factorize": "both", "logdet": "logdet", "klu-body": "stepped"}
 SCALES = (1.0, 1.5)   # the two matrices of map and vmap: A(v·s)
+STEP = 0.25           # klu-body: A_t = (1 + STEP·t)·A at step t
 
 
 def _setting(mat):
@@ -116,9 +121,14 @@ def _sparse_programs(mat, forms):
     def logdet(v):
         return adj.slogdet(A_of(v))[1]
 
+    def klu_body(v):   # a Newton-like step: A_t built and factorized inside the body
+        def body(u, t):
+            return adj.solve(A_of(v * (1 + STEP * t).astype(v.dtype)), u + b, sv.KLU()), None
+        return _loss(jax.lax.scan(body, b, jnp.arange(T) * 1.0)[0])
+
     fns = {"scan": scan, "fori": fori, "while": while_, "cond": cond, "switch": switch,
            "map": map_, "python": python, "vmap": vmap, "factorize": factorize,
-           "logdet": logdet}
+           "logdet": logdet, "klu-body": klu_body}
     return {k: fns[k] for k in forms}
 
 
@@ -154,8 +164,14 @@ def _dense_programs(mat, kinds):
     def logdet(v):
         return jnp.linalg.slogdet(A_of(v))[1]
 
+    def stepped(v):
+        u = b
+        for t in range(T):
+            u = jnp.linalg.solve(A_of(v * (1 + STEP * t)), u + b)
+        return _loss(u)
+
     fns = {"chain": chain, "alternate": alternate, "batch": batch, "both": both,
-           "logdet": logdet}
+           "logdet": logdet, "stepped": stepped}
     return {k: fns[k] for k in kinds}
 
 
@@ -197,7 +213,10 @@ def test_loop_forms_first_and_second_order_against_dense_jax(name):
     # loop solves (CHOLMOD for a real HPD A where installed, else KLU: no selected inversion),
     # so log det of the same values makes its own where that is KLU
     native_klu = not (mat.posdef and mat.dtype.kind == "f" and sv.cholmod_available())
-    extra = int("logdet" in forms and native_klu)
+    # klu-body: T matrices, factorized by the FFI factorize once per loop that runs them (the
+    # value's, the gradient's forward loop, the Hessian-vector product's: it does not look
+    # for another loop's factorization of the same values, as the store does)
+    extra = int("logdet" in forms and native_klu) + (3 * T - 1) * ("klu-body" in forms)
     assert s.factorizations <= len(forms) + 2 * sum(f in ("map", "vmap") for f in forms) \
         + extra, s
     kinds = {REFERENCE[f] for f in forms}
