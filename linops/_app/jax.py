@@ -62,6 +62,7 @@ LOOP_METHODS = ["heat numpy", "heat scipy hand", "heat scan", "heat fori", "heat
 BATCH_METHODS = ["vmap32", "32 separate", "jacrev"]
 PEER_METHODS = ["adj lu", "adj cholesky", "klujax", "splineax KLU"]
 NATIVE_METHODS = jax_native.METHODS   # --section native's rows ("adj.factorize KLU", ...)
+NEWTON_METHODS = jax_native.NEWTON    # --section native's Newton-style rows (by --methods only)
 # --section base: the base install (neither CHOLMOD nor PARDISO importable in the children)
 BASE_METHODS = ["adj auto", "klujax", "splineax KLU", "spsolve + grad"]
 BLOCKED = ("sksparse", "pypardiso")   # what the base install lacks
@@ -538,7 +539,8 @@ def main(argv=None, out=None) -> list[dict]:
     ap.add_argument("--sizes", type=positive, nargs="+", default=[400, 800], metavar="NX",
                     help="grid sides nx (n = nx·(nx+1)); default 400 800")
     ap.add_argument("--out", type=Path, default=Path(out or "bench-out"), metavar="DIR")
-    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2) + jax_native.METHODS,
+    ap.add_argument("--methods", nargs="+", choices=METHODS + list(_BUILD2) + jax_native.METHODS
+                    + jax_native.NEWTON,
                     default=None)
     ap.add_argument("--section", choices=["solve", "loops", "base", "native"], default="solve",
                     help="solve: f = aᵀK(θ)⁻¹b (default); loops: time loops, batches and JAX "

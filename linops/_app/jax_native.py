@@ -57,6 +57,13 @@ METHODS = ["adj.factorize KLU", "adj.solve KLU", "adj.factorize CHOLMOD", "adj.f
            "numpy path", "klujax",
            "sparsax CHOLMOD", "splineax KLU"]
 PEERS = {"klujax": "klujax", "sparsax CHOLMOD": "sparsax", "splineax KLU": "splineax"}
+#: the Newton-style rows (``--methods``, not run by default): A_t = I + (1 + t/1000)·Δt·K(θ)
+#: built and factorized at EVERY step, KLU: through the FFI factorize, through the Python
+#: callbacks (the native path off), klujax's factor-and-solve with a kept analysis, and the
+#: numpy path (one sv.init per step) as the gradient's reference
+NEWTON = ["newton: adj.solve KLU", "newton: callbacks KLU", "newton: klujax",
+          "newton: numpy path"]
+NEWTON_PEERS = {"newton: klujax": "klujax"}
 #: warm calls of each T in a child: at least MIN_CALLS, more until each T has run WARM_S
 #: seconds, at most MAX_CALLS
 MIN_CALLS, MAX_CALLS, WARM_S = 3, 15, 1.0
@@ -116,6 +123,93 @@ def _linops(form: str, alg: str):
             return gt, adj.stats().factorizations
         return run, "linops"
     return build
+
+
+def _newton(native: bool):
+    """jit(value_and_grad) of the heat loop whose body builds A_t and solves with sv.KLU():
+    one factorization per step (the FFI factorize; ``native=False``: Python callbacks)."""
+    def build(nx, steps):
+        jax, jnp = _jax()
+        # linops' solvers only in the children of its own rows (a peer's child runs without them)
+        import adjoints.jax as adj
+        import solvers as sv
+        from adjoints.jax import _native
+
+        _native.ENABLED = native     # this child's switch (a process per row)
+        fam, eye, f, g, theta = _heat(nx)
+        P = fam.pattern
+        eyej, gj = jnp.asarray(eye), jnp.asarray(g)
+
+        def loss(th, f):
+            K = DT * fam(th).values
+            body = lambda u, t: (adj.solve(lo.Sparse(eyej + (1 + 1e-3 * t) * K, P), u + f,  # noqa
+                                           sv.KLU()), None)
+            u = jax.lax.scan(body, jnp.zeros(P.shape[0]), jnp.arange(steps) * 1.0)[0]
+            return jnp.sum((u - gj) ** 2)
+
+        vg = jax.jit(jax.value_and_grad(loss, (0, 1)))
+
+        def run(i):
+            adj.reset_stats()
+            v, (gt, gf) = vg(jnp.asarray(theta) * (1 + 1e-9 * i), jnp.asarray(f))
+            jax.block_until_ready(gt)
+            return gt, adj.stats().factorizations
+        return run, "linops"
+    return build
+
+
+def _newton_klujax(nx, steps):
+    """klujax: ``solve_with_symbol`` (factor and solve, analysis kept) at every step, its own
+    derivative rules."""
+    jax, jnp = _jax()
+    # optional peers (the bench extra): imported only in the child measuring them
+    import klujax
+
+    fam, eye, f, g, theta = _heat(nx)
+    P = fam.pattern
+    Ai, Aj = jnp.asarray(P.rows, jnp.int32), jnp.asarray(P.indices, jnp.int32)
+    sym = klujax.analyze(Ai, Aj, P.shape[0])
+    eyej, gj = jnp.asarray(eye), jnp.asarray(g)
+
+    def loss(th, f):
+        K = DT * fam(th).values
+        body = lambda u, t: (klujax.solve_with_symbol(Ai, Aj, eyej + (1 + 1e-3 * t) * K,  # noqa
+                                                      u + f, sym), None)
+        u = jax.lax.scan(body, jnp.zeros(P.shape[0]), jnp.arange(steps) * 1.0)[0]
+        return jnp.sum((u - gj) ** 2)
+
+    vg = jax.jit(jax.value_and_grad(loss, (0, 1)))
+
+    def run(i):
+        v, (gt, gf) = vg(jnp.asarray(theta) * (1 + 1e-9 * i), jnp.asarray(f))
+        jax.block_until_ready(gt)
+        return gt, steps
+    return run, f"klujax {_version('klujax')}"
+
+
+def _newton_numpy(nx, steps):
+    """The numpy path of the Newton rows: sv.init(KLU) of every A_t, the reverse loop of
+    ``solve_adjoint`` with the kept caches, ∂θ = Σₜ (1 + t/1000)·Δt·fam.pullback(−λₜuₜᵀ)."""
+    import solvers as sv
+
+    fam, eye, f, g, theta = _heat(nx)
+    P = fam.pattern
+
+    def run(i):
+        th = theta * (1 + 1e-9 * i)
+        K = DT * fam(th).values
+        caches, us = [], [np.zeros(P.shape[0])]
+        for t in range(steps):
+            caches.append(sv.init(sv.LinearProblem(lo.Sparse(eye + (1 + 1e-3 * t) * K, P)),
+                                  sv.KLU()))
+            us.append(caches[-1].solve(us[-1] + f))
+        ubar, grad = 2 * (us[-1] - g), np.zeros(fam.n_params)
+        for t in reversed(range(steps)):
+            lam = caches[t].solve_adjoint(ubar)
+            grad += (1 + 1e-3 * t) * DT * fam.pullback(lo.RankOne(-lam, us[t + 1]))
+            ubar = lam
+        return grad, steps
+    return run, "linops"
 
 
 def _numpy(nx, steps):
@@ -272,7 +366,9 @@ _BUILD = {"adj.factorize KLU": _linops("factorize", "klu"),
           "adj.solve KLU": _linops("solve", "klu"),
           "adj.factorize CHOLMOD": _linops("factorize", "cholmod"),
           "adj.factorize Auto": _linops("factorize", "auto"), "numpy path": _numpy,
-          "klujax": _klujax, "sparsax CHOLMOD": _sparsax, "splineax KLU": _splineax}
+          "klujax": _klujax, "sparsax CHOLMOD": _sparsax, "splineax KLU": _splineax,
+          "newton: adj.solve KLU": _newton(True), "newton: callbacks KLU": _newton(False),
+          "newton: klujax": _newton_klujax, "newton: numpy path": _newton_numpy}
 
 
 def run_pair(method: str, nx: int, steps: list) -> list:
@@ -281,12 +377,13 @@ def run_pair(method: str, nx: int, steps: list) -> list:
     :data:`MAX_CALLS`, until :data:`WARM_S` seconds of each T), CPU and wall time, and the
     θ-gradient (a list) for the comparison with the numpy path. One process for both Ts: the
     marginal cost per step is not the difference of two processes' fixed costs."""
-    if method in PEERS:
+    peer = {**PEERS, **NEWTON_PEERS}.get(method)
+    if peer:
         try:
-            __import__(PEERS[method])
+            __import__(peer)
         except Exception as e:   # not installed here (or broken): say so in the row
             return [{"method": method, "nx": nx, "steps": T,
-                     "skipped": f"{PEERS[method]} not importable here ({type(e).__name__})"}
+                     "skipped": f"{peer} not importable here ({type(e).__name__})"}
                     for T in steps]
     runs = [_BUILD[method](nx, T) for T in steps]
     who = runs[0][1]
@@ -359,10 +456,12 @@ def _report(results, args, argv, load) -> list[dict]:
             per[key] = got
     rows = []
     for nx in args.heat_sizes:
-        peers = [per[(nx, m)]["cpu"] for m in PEERS if (nx, m) in per and "cpu" in per[(nx, m)]]
-        best = min(peers) if peers else None
-        ref = per.get((nx, "numpy path"), {})
         for m in (args.methods or METHODS):
+            newton = m in NEWTON   # its own peers and its own numpy reference
+            peers = [per[(nx, q)]["cpu"] for q in (NEWTON_PEERS if newton else PEERS)
+                     if "cpu" in per.get((nx, q), {})]
+            best = min(peers) if peers else None
+            ref = per.get((nx, "newton: numpy path" if newton else "numpy path"), {})
             p = per.get((nx, m))
             if p is None:
                 continue
