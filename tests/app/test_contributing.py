@@ -72,6 +72,19 @@ def _doctests(*modules: str) -> list[str]:
     return [f"tests/structure/test_doctests.py::test_module_doctests[{m}]" for m in modules]
 
 
+def _pytest(repo: pathlib.Path, *args: str, k: str) -> list[str]:
+    """One pytest run in the copy (one interpreter start, one import of JAX and the suite's
+    conftest, where a run per group of tests paid them each time): ``args`` and
+    tests/structure/test_layers.py, the tests of ``args`` filtered by ``k``; the node ids that
+    passed (a failure fails :func:`_run`)."""
+    out = _run(repo, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *args,
+               "tests/structure/test_layers.py", "-k", f"{k} or test_layers or module_doctests")
+    passed = re.findall(r"^PASSED (\S+)", out, re.M)
+    layers = [t for t in passed if t.startswith("tests/structure/test_layers.py::")]
+    assert layers, out[-500:]                  # the layer rules ran too (matched by -k)
+    return passed
+
+
 def test_contributing_a_solver_engine_takes_two_files(tmp_path):
     repo = _copy(tmp_path)
     (repo / "solvers" / "_engines" / "myengine.py").write_text(
@@ -79,13 +92,13 @@ def test_contributing_a_solver_engine_takes_two_files(tmp_path):
     _export(repo / "solvers" / "__init__.py", _block("solvers/__init__.py"), "MyLU",
             "Algorithms")
     # the conformance matrices are generated from the registry: no edit there
-    out = _run(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "tests/solvers/test_conformance_states.py", "tests/solvers/test_conformance.py",
-               "-k", "MyLU or size")
-    passed = re.search(r"(\d+) passed", out)   # 5 states × 4 dtypes, 1 × 2 × 4 cells, sizes
-    assert passed and int(passed.group(1)) >= 30 and "failed" not in out, out[-500:]
-    _run(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/structure/test_layers.py",
-         *_doctests("solvers", "solvers._engines.myengine"))
+    docs = _doctests("solvers", "solvers._engines.myengine")
+    passed = _pytest(repo, "tests/solvers/test_conformance_states.py",
+                     "tests/solvers/test_conformance.py", *docs, k="MyLU or size")
+    cells = [t for t in passed if "MyLU" in t and "/test_conformance" in t]
+    sizes = [t for t in passed if t.endswith("matrix_size")]
+    assert len(cells) >= 28 and len(sizes) == 2, passed   # 5 states × 4 dtypes, 1 × 2 × 4 cells
+    assert set(docs) <= set(passed), passed
     info = _run(repo, "-m", "linops", "info")
     assert re.search(r"^  mylu +sparse +any +the same factors", info, re.M)
     bench = _run(repo, "-m", "linops", "bench", "--sizes", "3", "--methods", "MyLU",
@@ -108,8 +121,7 @@ def test_contributing_an_operator_type_takes_three_files(tmp_path):
     end = text.index(")}", m.end())
     text = text[:m.start()] + builder + "\n\n" + text[m.start():end] + ", reverse" + text[end:]
     testing.write_text(text)
-    out = _run(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/linops/test_operators.py",
-               "-k", "reverse")
-    assert re.search(r"\b\d+ passed", out) and " failed" not in out, out[-500:]
-    _run(repo, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/structure/test_layers.py",
-         *_doctests("linops", "linops._operators.reverse", "linops.testing"))
+    docs = _doctests("linops", "linops._operators.reverse", "linops.testing")
+    passed = _pytest(repo, "tests/linops/test_operators.py", *docs, k="reverse")
+    assert [t for t in passed if t.startswith("tests/linops/") and "reverse" in t], passed
+    assert set(docs) <= set(passed), passed
