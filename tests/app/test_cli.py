@@ -142,7 +142,7 @@ def _headers(stdout: str) -> list[str]:
 SECTION_RUNS = {
     "main": (["--sizes", "3", "--methods", "lu", "scipy", "--no-plot"], None),
     "loop": (["loop", "--sizes", "3", "--steps", "2", "--repeat", "1", "--methods", "lu"], None),
-    "scale": (["scale", "--sizes", "4"], None),
+    "scale": (["scale", "--sizes", "4", "--build-repeats", "1"], None),   # one child per build
     "jax": (["jax", "--sizes", "3", "--methods", "fam-numpy"], "jax"),
     "torch": (["torch", "--quick", "--nx", "4", "--jacrev-nx", "4", "--edges", "200",
                "--methods", "torch autograd", "jacrev", "gnn backward"], "torch"),
