@@ -58,10 +58,10 @@ METHODS = ["adj.factorize KLU", "adj.solve KLU", "adj.factorize CHOLMOD", "adj.f
            "sparsax CHOLMOD", "splineax KLU"]
 PEERS = {"klujax": "klujax", "sparsax CHOLMOD": "sparsax", "splineax KLU": "splineax"}
 #: the Newton-style rows (``--methods``, not run by default): A_t = I + (1 + t/1000)·Δt·K(θ)
-#: built and factorized at EVERY step, KLU: through the FFI factorize, through the Python
-#: callbacks (the native path off), klujax's factor-and-solve with a kept analysis, and the
-#: numpy path (one sv.init per step) as the gradient's reference
-NEWTON = ["newton: adj.solve KLU", "newton: callbacks KLU", "newton: klujax",
+#: built and factorized at EVERY step: sv.KLU() through the FFI factorize, the default
+#: algorithm (its factorization a Python callback per step), klujax's factor-and-solve with a
+#: kept analysis, and the numpy path (one sv.init(KLU) per step) as the gradient's reference
+NEWTON = ["newton: adj.solve KLU", "newton: adj.solve Auto", "newton: klujax",
           "newton: numpy path"]
 NEWTON_PEERS = {"newton: klujax": "klujax"}
 #: warm calls of each T in a child: at least MIN_CALLS, more until each T has run WARM_S
@@ -125,17 +125,17 @@ def _linops(form: str, alg: str):
     return build
 
 
-def _newton(native: bool):
-    """jit(value_and_grad) of the heat loop whose body builds A_t and solves with sv.KLU():
-    one factorization per step (the FFI factorize; ``native=False``: Python callbacks)."""
+def _newton(alg: str):
+    """jit(value_and_grad) of the heat loop whose body builds A_t and solves it: one
+    factorization per step (``klu``: the FFI factorize; ``auto``: the default algorithm, a
+    Python callback per factorization)."""
     def build(nx, steps):
         jax, jnp = _jax()
         # linops' solvers only in the children of its own rows (a peer's child runs without them)
         import adjoints.jax as adj
         import solvers as sv
-        from adjoints.jax import _native
 
-        _native.ENABLED = native     # this child's switch (a process per row)
+        algo = sv.KLU() if alg == "klu" else None
         fam, eye, f, g, theta = _heat(nx)
         P = fam.pattern
         eyej, gj = jnp.asarray(eye), jnp.asarray(g)
@@ -143,7 +143,7 @@ def _newton(native: bool):
         def loss(th, f):
             K = DT * fam(th).values
             body = lambda u, t: (adj.solve(lo.Sparse(eyej + (1 + 1e-3 * t) * K, P), u + f,  # noqa
-                                           sv.KLU()), None)
+                                           algo), None)
             u = jax.lax.scan(body, jnp.zeros(P.shape[0]), jnp.arange(steps) * 1.0)[0]
             return jnp.sum((u - gj) ** 2)
 
@@ -190,7 +190,7 @@ def _newton_klujax(nx, steps):
 def _newton_numpy(nx, steps):
     """The numpy path of the Newton rows: sv.init(KLU) of every A_t, the reverse loop of
     ``solve_adjoint`` with the kept caches, ∂θ = Σₜ (1 + t/1000)·Δt·fam.pullback(−λₜuₜᵀ)."""
-    import solvers as sv
+    import solvers as sv   # linops' solvers only in the children of its own rows
 
     fam, eye, f, g, theta = _heat(nx)
     P = fam.pattern
@@ -367,7 +367,7 @@ _BUILD = {"adj.factorize KLU": _linops("factorize", "klu"),
           "adj.factorize CHOLMOD": _linops("factorize", "cholmod"),
           "adj.factorize Auto": _linops("factorize", "auto"), "numpy path": _numpy,
           "klujax": _klujax, "sparsax CHOLMOD": _sparsax, "splineax KLU": _splineax,
-          "newton: adj.solve KLU": _newton(True), "newton: callbacks KLU": _newton(False),
+          "newton: adj.solve KLU": _newton("klu"), "newton: adj.solve Auto": _newton("auto"),
           "newton: klujax": _newton_klujax, "newton: numpy path": _newton_numpy}
 
 
