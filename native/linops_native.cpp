@@ -87,6 +87,7 @@ std::unordered_map<int32_t, int64_t> g_alias;                 // live-store key 
 std::unordered_map<int64_t, std::vector<int32_t>> g_aliases_of;
 std::atomic<int64_t> g_forward{0}, g_transpose{0}, g_fallbacks{0}, g_native_solves{0};
 std::atomic<int64_t> g_loop_factorizations{0};   // made by the FFI factorize (loop slots)
+std::atomic<int64_t> g_loop_reuses{0};           // ... and found again by their values
 
 std::shared_ptr<Factor> find_factor(int64_t id) {
   std::lock_guard<std::mutex> g(g_lock);
@@ -610,8 +611,10 @@ struct Slot {
   int pending = 0;           // cotangent solve operations of the site in the module
   bool has_run = false;
   int64_t run = 0;
-  std::vector<int32_t> last;   // keys of the slot's last call
+  std::vector<int32_t> last;   // keys of the slot's last call, one per batch member
+  std::vector<std::shared_ptr<const std::vector<double>>> last_vals;   // their values (double)
   std::vector<int32_t> made;   // keys it made in the current run (some may be freed already)
+  size_t prune_at = 4096;      // forget freed keys of ``made`` once it is this long
 };
 struct LoopKey {
   int64_t factor = 0, slot = 0;
@@ -773,11 +776,12 @@ PyObject* py_counts(PyObject*, PyObject*) {
     nl = g_loop_keys.size();
     nsl = g_slots.size();
   }
-  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:L,s:L,s:L,s:L,s:L}", "factors",
+  return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:n,s:L,s:L,s:L,s:L,s:L,s:L}", "factors",
                        (Py_ssize_t)nf, "symbolic",
                        (Py_ssize_t)ns, "aliases", (Py_ssize_t)na, "patterns", (Py_ssize_t)np_,
                        "loop_factors", (Py_ssize_t)nl, "slots", (Py_ssize_t)nsl,
                        "factorizations", (long long)g_loop_factorizations.load(),
+                       "reuses", (long long)g_loop_reuses.load(),
                        "forward_solves",
                        (long long)g_forward.load(), "transpose_solves",
                        (long long)g_transpose.load(), "fallbacks", (long long)g_fallbacks.load(),
@@ -788,9 +792,9 @@ PyObject* py_counts(PyObject*, PyObject*) {
 PyObject* py_drain_counts(PyObject*, PyObject*) {
   long long f = g_forward.exchange(0), t = g_transpose.exchange(0);
   long long b = g_fallbacks.exchange(0), c = g_native_solves.exchange(0);
-  long long m = g_loop_factorizations.exchange(0);
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "forward_solves", f, "transpose_solves", t,
-                       "fallbacks", b, "native_calls", c, "factorizations", m);
+  long long m = g_loop_factorizations.exchange(0), r = g_loop_reuses.exchange(0);
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L}", "forward_solves", f, "transpose_solves", t,
+                       "fallbacks", b, "native_calls", c, "factorizations", m, "reuses", r);
 }
 
 // ----- XLA FFI ------------------------------------------------------------------------------------
@@ -1051,11 +1055,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(LinopsKluSolve, KluSolveImpl,
                                   .Attr<int64_t>("fallback")
                                   .Attr<int64_t>("release"));
 
-// keys[l] = a new loop key of the KLU factorization of values[l] (the leading axes of values
-// are a batch; the last one holds the pattern's nnz values in CSR order) on the slot's analysis:
-// the checks solvers' KLU init makes (finite values, a factor, pivot_check), the slot's
-// lifetime policy (see "loop slots"). Anything else is answered by the Python fallback
-// (values, keys): the named error, or a factorization of the live store.
+// keys[l] = a loop key of the KLU factorization of values[l] (the leading axes of values are a
+// batch; the last one holds the pattern's nnz values in CSR order) on the slot's analysis: the
+// slot's last key for that member where the values are the same bit for bit (a matrix built
+// anew but unchanged at every step: reused, as the live store finds a factorization by its
+// values), else a new factorization with the checks solvers' KLU init makes (finite values, a
+// factor, pivot_check). The slot's lifetime policy: see "loop slots". Anything else is
+// answered by the Python fallback (values, keys): the named error, or a factorization of the
+// live store.
 ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
                             ffi::Result<ffi::Buffer<ffi::S32>> kres, int64_t slot,
                             int64_t fallback) {
@@ -1066,6 +1073,8 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
   std::shared_ptr<Symbolic> sym;
   double tol = 1.0, rtol = 0.0;
   int pending = 0;
+  std::vector<int32_t> last;
+  std::vector<std::shared_ptr<const std::vector<double>>> last_vals;
   std::vector<std::shared_ptr<Factor>> dead;
   {
     std::lock_guard<std::mutex> g(g_lock);
@@ -1076,16 +1085,18 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
       for (int32_t k : sl.made) drop_loop_key(k, dead, slot);
       for (int32_t k : sl.last) drop_loop_key(k, dead, slot);
       sl.made.clear();
+      sl.last.clear();
+      sl.last_vals.clear();
+      sl.prune_at = 4096;
       sl.has_run = true;
       sl.run = run.run_id;
-    } else if (sl.pending == 0) {   // nothing comes back for the previous ones: the pin moves
-      for (int32_t k : sl.last) drop_loop_key(k, dead, slot);
     }
-    sl.last.clear();
     sym = sl.sym;
     tol = sl.tol;
     rtol = sl.rtol;
     pending = sl.pending;
+    last = sl.last;
+    last_vals = sl.last_vals;
   }
   dead.clear();
   const ffi::DataType t = values.element_type();
@@ -1097,25 +1108,28 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
       !(t == ffi::DataType::F32 || t == ffi::DataType::F64 || cplx))
     return call_fallback(fallback, bufs, 2);
   const int64_t members = count / nnz;
-  std::vector<std::shared_ptr<Factor>> made;
-  std::vector<double> v(static_cast<size_t>(nnz) * w);
+  const bool same_shape = static_cast<int64_t>(last.size()) == members;
+  std::vector<std::shared_ptr<Factor>> made(members);     // null: the member reuses its key
+  std::vector<std::shared_ptr<const std::vector<double>>> vals(members);
   const void* src = values.untyped_data();
   for (int64_t l = 0; l < members; ++l) {
+    auto v = std::make_shared<std::vector<double>>(static_cast<size_t>(nnz) * w);
     bool finite = true;
     for (int64_t e = 0; e < nnz; ++e) {
       const std::complex<double> z = load(src, t, l * nnz + e);
-      v[e * w] = z.real();
-      if (cplx) v[e * w + 1] = z.imag();
+      (*v)[e * w] = z.real();
+      if (cplx) (*v)[e * w + 1] = z.imag();
       finite &= std::isfinite(z.real()) && std::isfinite(z.imag());
     }
+    vals[l] = v;
+    if (!finite) return call_fallback(fallback, bufs, 2);
+    if (same_shape && last_vals[l] && *last_vals[l] == *v) continue;   // reused below
     int status = 0, rank = -1, col = -1;
-    auto f = finite ? make_klu_factor(sym, v.data(), cplx, tol, &status, &rank, &col) : nullptr;
-    if (!f || !pivots_pass(*f, rtol)) {
-      made.clear();
-      return call_fallback(fallback, bufs, 2);
-    }
-    made.push_back(std::move(f));
+    auto f = make_klu_factor(sym, v->data(), cplx, tol, &status, &rank, &col);
+    if (!f || !pivots_pass(*f, rtol)) return call_fallback(fallback, bufs, 2);
+    made[l] = std::move(f);
   }
+  int64_t reused = 0;
   {
     std::lock_guard<std::mutex> g(g_lock);
     auto it = g_slots.find(slot);
@@ -1124,25 +1138,47 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
       return call_fallback(fallback, bufs, 2);
     }
     Slot& sl = it->second;
+    std::vector<int32_t> keys(members);
     for (int64_t l = 0; l < members; ++l) {
+      if (!made[l]) {   // the same values as the member's last key: that key, if still alive
+        auto k = g_loop_keys.find(last[l]);
+        if (k != g_loop_keys.end() && k->second.slot == slot) {
+          keys[l] = last[l];
+          ++reused;
+          continue;
+        }
+        made.clear();   // released meanwhile (a cotangent solve of another run): rare, and
+        return call_fallback(fallback, bufs, 2);   // Python factorizes these values
+      }
       const int64_t id = new_id();
       g_factor[id] = std::move(made[l]);
       const int32_t key = new_loop_key();
       g_alias[key] = id;
       g_aliases_of[id] = {key};
       g_loop_keys[key] = LoopKey{id, slot, pending};
-      sl.last.push_back(key);
       if (pending > 0) sl.made.push_back(key);
-      out[l] = key;
+      keys[l] = key;
     }
-    if (sl.made.size() > 4096) {   // keys the cotangent solves released: forget them
+    // the pin moves: nothing comes back for the previous keys this call did not keep
+    if (pending == 0)
+      for (int32_t k : sl.last)
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) drop_loop_key(k, dead, slot);
+    sl.last = keys;
+    sl.last_vals = vals;
+    std::copy(keys.begin(), keys.end(), out);
+    if (sl.made.size() >= sl.prune_at) {   // keys the cotangent solves released: forget them
       sl.made.erase(std::remove_if(sl.made.begin(), sl.made.end(), [&](int32_t k) {
                       auto e = g_loop_keys.find(k);
                       return e == g_loop_keys.end() || e->second.slot != slot;
                     }), sl.made.end());
+      // amortized: the next pass once as many more were made (a forward loop of a gradient
+      // keeps every key alive: a pass at every step was quadratic in the steps)
+      sl.prune_at = std::max<size_t>(4096, 2 * sl.made.size());
     }
   }
-  g_loop_factorizations += members;
+  dead.clear();
+  g_loop_factorizations += members - reused;
+  g_loop_reuses += reused;
   return ffi::Error::Success();
 }
 

@@ -158,7 +158,7 @@ def _drain() -> dict:
     TOTALS["fallbacks"] += got["fallbacks"]
     TOTALS["factorizations"] += got["factorizations"]
     return {"forward_solves": got["forward_solves"], "transpose_solves": got["transpose_solves"],
-            "factorizations": got["factorizations"]}
+            "factorizations": got["factorizations"], "reuses": got["reuses"]}
 
 
 def _loop_factors() -> int:
@@ -232,11 +232,19 @@ def applies(ctx, spec, op) -> bool:
 
 
 class _Ticket:
-    """Kept alive by the compiled module: its fallback goes with it, and so do the loop slot of
-    a factorize (its factorizations) and a releasing consumer's last keys."""
+    """Kept alive by the compiled executable: its fallback goes with it, and so do the loop
+    slot of a factorize (its factorizations) and a releasing consumer's last keys.
+
+    Registered as one of the module's host callbacks (never called): XLA keeps those until a
+    computation still running has finished, where the Python executable's keep-alives die with
+    it — ``jax.jit(f)(x)`` drops f's executable while its run may still be in flight, and a
+    slot freed then left the running loop without its factorizations and fallbacks."""
 
     def __init__(self, fid: int, slot: int = 0, consumer: bool = False, keep=None):
         self.fid, self.slot, self.consumer, self.keep = fid, slot, consumer, keep
+
+    def __call__(self, *args):  # pragma: no cover - registered as a host callback, never called
+        raise RuntimeError("adjoints.jax: a native call's keep-alive was called")
 
     def __del__(self):
         _FALLBACKS.pop(self.fid, None)
@@ -247,6 +255,11 @@ class _Ticket:
                 native().forget_consumer(self.fid)
         except Exception:  # pragma: no cover - interpreter shutdown: the table goes anyway
             pass
+
+
+def _hold(ctx, ticket: _Ticket) -> None:
+    """Tie ``ticket`` to the executable being compiled, for as long as any of its runs lasts."""
+    ctx.module_context.add_host_callback(ticket)
 
 
 def lower_solve(ctx, keys, values, b, *, trans: str, nbatch: int, fallback, op):
@@ -265,13 +278,15 @@ def lower_solve(ctx, keys, values, b, *, trans: str, nbatch: int, fallback, op):
     release = op.role == "cotangent" and bool(slots)
     if release:
         # the factorizations it consumes: a slot of its own block (a body recomputed by
-        # jax.checkpoint factorizes again next to its cotangent solves), else every slot of
-        # the site (the forward loop's, kept for this backward loop)
+        # jax.checkpoint factorizes again next to its cotangent solves), else the site's slot
+        # lowered last before it (the forward loop's; with jax.checkpoint around a whole loop,
+        # the loop recomputed for this backward pass). A wrong guess frees early: a counted
+        # miss that refactorizes, never a wrong factor
         here = _block()
         mine = [slot for slot, block in slots if block is not None and block == here]
-        for slot in mine or [slot for slot, _ in slots]:
+        for slot in mine or [slots[-1][0]]:
             native().slot_pending(slot, 1)
-    ctx.module_context.add_keepalive(_Ticket(fid, consumer=release))
+    _hold(ctx, _Ticket(fid, consumer=release))
     rule = jax.ffi.ffi_lowering(TARGET, has_side_effect=True)
     return rule(ctx, keys, values, b, trans=np.int64(0 if trans == "N" else 1),
                 nbatch=np.int64(nbatch), fallback=np.int64(fid), release=np.int64(release))
@@ -327,7 +342,7 @@ def lower_factorize(ctx, values, *, spec, op, fallback):
         keys[...] = fallback(v)
 
     _FALLBACKS[fid] = answer
-    ctx.module_context.add_keepalive(_Ticket(fid, slot=slot, keep=symbolic))
+    _hold(ctx, _Ticket(fid, slot=slot, keep=symbolic))
     rule = jax.ffi.ffi_lowering(FACTORIZE_TARGET, has_side_effect=True)
     return rule(ctx, values, slot=np.int64(slot), fallback=np.int64(fid))
 
