@@ -271,9 +271,10 @@ PyObject* py_symbolic_info(PyObject*, PyObject* args) {
     PyErr_Format(PyExc_KeyError, "no KLU symbolic analysis %lld", id);
     return nullptr;
   }
-  return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i}", "n", s->n, "nnz", s->nnz, "nblocks",
-                       s->sym->nblocks, "maxblock", s->sym->maxblock, "structural_rank",
-                       s->sym->structural_rank);
+  return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:d,s:d,s:d}", "n", s->n, "nnz", s->nnz,
+                       "nblocks", s->sym->nblocks, "maxblock", s->sym->maxblock,
+                       "structural_rank", s->sym->structural_rank, "lnz", s->sym->lnz, "unz",
+                       s->sym->unz, "est_flops", s->sym->est_flops);
 }
 
 PyObject* py_free_symbolic(PyObject*, PyObject* args) {
@@ -600,8 +601,9 @@ PyObject* py_unalias(PyObject*, PyObject* args) {
 //   of the module will come back for them (pending == 0: the pin moves on);
 // * otherwise (pending = the module's cotangent solves of the site) one pending use per
 //   cotangent solve operation, released when that operation moves on to another key;
-// * everything the slot made in an earlier run, at the slot's first call of a new run (XLA's
-//   RunId), and everything at free_slot (the compiled module was dropped).
+// * everything the slot made in an earlier run, when another run (XLA's RunId) factorizes here
+//   or enters the live store (enter_run: the runs before it are over), and everything at
+//   free_slot (the compiled module was dropped).
 // A consumer that finds a key gone falls back to Python, which refactorizes from the values it
 // was handed (a miss): never a wrong factor, only a slower one.
 struct Slot {
@@ -616,6 +618,8 @@ struct Slot {
   std::vector<int32_t> made;   // keys it made in the current run (some may be freed already)
   size_t prune_at = 4096;      // forget freed keys of ``made`` once it is this long
 };
+// the most factorizations of other slots a factorize compares its values with
+constexpr size_t kSharedMax = 16;
 struct LoopKey {
   int64_t factor = 0, slot = 0;
   int pending = 0;
@@ -639,6 +643,40 @@ void drop_loop_key(int32_t key, std::vector<std::shared_ptr<Factor>>& dead, int6
     dead.push_back(std::move(f->second));
     g_factor.erase(f);
   }
+}
+
+// forget what slot ``id`` made (its factors to ``dead``): its run is over
+void clear_slot(int64_t id, Slot& sl, std::vector<std::shared_ptr<Factor>>& dead) {
+  for (int32_t k : sl.made) drop_loop_key(k, dead, id);
+  for (int32_t k : sl.last) drop_loop_key(k, dead, id);
+  sl.made.clear();
+  sl.last.clear();
+  sl.last_vals.clear();
+  sl.prune_at = 4096;
+  sl.has_run = false;
+}
+
+// Runs: a factorize of run ``run`` (or the live store's callbacks, through enter_run) means
+// the runs before it have ended, as the live store assumes: what every slot made in another
+// run is freed (a compiled module JAX keeps in its caches but never runs again must not keep
+// its last factorization for ever). A run still going on meanwhile (two computations at once)
+// finds its keys gone and falls back to Python: a miss, never a wrong factor.
+int64_t g_run_seen = 0;        // under g_lock
+bool g_run_known = false;      // under g_lock
+void enter_run(int64_t run, bool all, std::vector<std::shared_ptr<Factor>>& dead) {
+  if (!all && g_run_known && g_run_seen == run) return;
+  for (auto& [id, sl] : g_slots)
+    if (sl.has_run && (all || sl.run != run)) clear_slot(id, sl, dead);
+  g_run_seen = run;
+  g_run_known = !all;
+}
+
+// peak_live of adjoints.jax.stats(): the most factorizations alive at once, the loop slots'
+// and the live store's (its size, told by Python) together; since the last drain
+std::atomic<int64_t> g_store_live{0};
+int64_t g_peak_live = 0;       // under g_lock
+void note_peak() {             // under g_lock
+  g_peak_live = std::max<int64_t>(g_peak_live, (int64_t)g_loop_keys.size() + g_store_live);
 }
 
 int32_t new_loop_key() {   // under g_lock: a negative key not in use
@@ -698,14 +736,39 @@ PyObject* py_free_slot(PyObject*, PyObject* args) {
     std::lock_guard<std::mutex> g(g_lock);
     auto it = g_slots.find(id);
     if (it != g_slots.end()) {
-      for (int32_t k : it->second.made) drop_loop_key(k, dead, id);
-      for (int32_t k : it->second.last) drop_loop_key(k, dead, id);
+      clear_slot(id, it->second, dead);
       g_slots.erase(it);
     }
   }
   Py_BEGIN_ALLOW_THREADS
   dead.clear();
   Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+// enter_run(run): the live store serves a callback of run ``run`` (another run than the last
+// one's); enter_run(None): every run is over (adjoints.jax's settle)
+PyObject* py_enter_run(PyObject*, PyObject* arg) {
+  const bool all = arg == Py_None;
+  const long long run = all ? 0 : PyLong_AsLongLong(arg);
+  if (!all && PyErr_Occurred()) return nullptr;
+  std::vector<std::shared_ptr<Factor>> dead;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    enter_run(run, all, dead);
+  }
+  Py_BEGIN_ALLOW_THREADS
+  dead.clear();
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+PyObject* py_set_store_live(PyObject*, PyObject* arg) {
+  const long long n = PyLong_AsLongLong(arg);
+  if (PyErr_Occurred()) return nullptr;
+  std::lock_guard<std::mutex> g(g_lock);
+  g_store_live = n;
+  note_peak();
   Py_RETURN_NONE;
 }
 
@@ -793,8 +856,16 @@ PyObject* py_drain_counts(PyObject*, PyObject*) {
   long long f = g_forward.exchange(0), t = g_transpose.exchange(0);
   long long b = g_fallbacks.exchange(0), c = g_native_solves.exchange(0);
   long long m = g_loop_factorizations.exchange(0), r = g_loop_reuses.exchange(0);
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L}", "forward_solves", f, "transpose_solves", t,
-                       "fallbacks", b, "native_calls", c, "factorizations", m, "reuses", r);
+  long long peak;
+  {
+    std::lock_guard<std::mutex> g(g_lock);
+    peak = g_peak_live;
+    g_peak_live = 0;
+    note_peak();   // what is alive now starts the next peak
+  }
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "forward_solves", f, "transpose_solves",
+                       t, "fallbacks", b, "native_calls", c, "factorizations", m, "reuses", r,
+                       "peak_live", peak);
 }
 
 // ----- XLA FFI ------------------------------------------------------------------------------------
@@ -1076,20 +1147,30 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
   std::vector<int32_t> last;
   std::vector<std::shared_ptr<const std::vector<double>>> last_vals;
   std::vector<std::shared_ptr<Factor>> dead;
+  // the last factorizations of the other slots of this analysis (and tolerances), with their
+  // values: a loop whose matrix another loop of the program factorized (the value's, the
+  // gradient's and the Hessian-vector product's loops over one matrix) shares that factor
+  std::vector<std::pair<std::shared_ptr<const std::vector<double>>, std::shared_ptr<Factor>>>
+      others;
   {
     std::lock_guard<std::mutex> g(g_lock);
     auto it = g_slots.find(slot);
     if (it == g_slots.end()) return call_fallback(fallback, bufs, 2);
     Slot& sl = it->second;
-    if (!sl.has_run || sl.run != run.run_id) {   // an earlier run's factorizations: done with
-      for (int32_t k : sl.made) drop_loop_key(k, dead, slot);
-      for (int32_t k : sl.last) drop_loop_key(k, dead, slot);
-      sl.made.clear();
-      sl.last.clear();
-      sl.last_vals.clear();
-      sl.prune_at = 4096;
+    enter_run(run.run_id, false, dead);   // earlier runs' factorizations: done with
+    if (!sl.has_run || sl.run != run.run_id) {
+      clear_slot(slot, sl, dead);
       sl.has_run = true;
       sl.run = run.run_id;
+    }
+    for (auto& [oid, o] : g_slots) {
+      if (oid == slot || o.sym != sl.sym || o.tol != sl.tol || o.rtol != sl.rtol) continue;
+      for (size_t m = 0; m < o.last.size() && m < o.last_vals.size(); ++m) {
+        auto k = g_loop_keys.find(o.last[m]);
+        if (k == g_loop_keys.end() || !o.last_vals[m] || others.size() >= kSharedMax) continue;
+        auto f = g_factor.find(k->second.factor);
+        if (f != g_factor.end()) others.emplace_back(o.last_vals[m], f->second);
+      }
     }
     sym = sl.sym;
     tol = sl.tol;
@@ -1110,6 +1191,7 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
   const int64_t members = count / nnz;
   const bool same_shape = static_cast<int64_t>(last.size()) == members;
   std::vector<std::shared_ptr<Factor>> made(members);     // null: the member reuses its key
+  int64_t shared = 0;                                      // made[l] another slot's factor
   std::vector<std::shared_ptr<const std::vector<double>>> vals(members);
   const void* src = values.untyped_data();
   for (int64_t l = 0; l < members; ++l) {
@@ -1124,61 +1206,75 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
     vals[l] = v;
     if (!finite) return call_fallback(fallback, bufs, 2);
     if (same_shape && last_vals[l] && *last_vals[l] == *v) continue;   // reused below
+    for (auto& [ov, of] : others)
+      if (of->cplx == cplx && *ov == *v) {   // another slot's factorization of these values
+        made[l] = of;
+        ++shared;
+        break;
+      }
+    if (made[l]) continue;
     int status = 0, rank = -1, col = -1;
     auto f = make_klu_factor(sym, v->data(), cplx, tol, &status, &rank, &col);
     if (!f || !pivots_pass(*f, rtol)) return call_fallback(fallback, bufs, 2);
     made[l] = std::move(f);
   }
   int64_t reused = 0;
-  {
-    std::lock_guard<std::mutex> g(g_lock);
+  bool refused = false;   // the slot is gone, or a key to reuse was released meanwhile (a
+  {                       // cotangent solve of another run): rare; Python factorizes, after
+    std::lock_guard<std::mutex> g(g_lock);   // the lock is let go, and nothing is inserted
     auto it = g_slots.find(slot);
-    if (it == g_slots.end()) {
-      made.clear();
-      return call_fallback(fallback, bufs, 2);
+    refused = it == g_slots.end();
+    for (int64_t l = 0; l < members && !refused; ++l) {
+      if (made[l]) continue;   // the same values as the member's last key: alive?
+      auto k = g_loop_keys.find(last[l]);
+      refused = k == g_loop_keys.end() || k->second.slot != slot;
     }
-    Slot& sl = it->second;
-    std::vector<int32_t> keys(members);
-    for (int64_t l = 0; l < members; ++l) {
-      if (!made[l]) {   // the same values as the member's last key: that key, if still alive
-        auto k = g_loop_keys.find(last[l]);
-        if (k != g_loop_keys.end() && k->second.slot == slot) {
+    if (!refused) {
+      Slot& sl = it->second;
+      std::vector<int32_t> keys(members);
+      for (int64_t l = 0; l < members; ++l) {
+        if (!made[l]) {
           keys[l] = last[l];
           ++reused;
           continue;
         }
-        made.clear();   // released meanwhile (a cotangent solve of another run): rare, and
-        return call_fallback(fallback, bufs, 2);   // Python factorizes these values
+        const int64_t id = new_id();
+        g_factor[id] = std::move(made[l]);
+        const int32_t key = new_loop_key();
+        g_alias[key] = id;
+        g_aliases_of[id] = {key};
+        g_loop_keys[key] = LoopKey{id, slot, pending};
+        if (pending > 0) sl.made.push_back(key);
+        keys[l] = key;
       }
-      const int64_t id = new_id();
-      g_factor[id] = std::move(made[l]);
-      const int32_t key = new_loop_key();
-      g_alias[key] = id;
-      g_aliases_of[id] = {key};
-      g_loop_keys[key] = LoopKey{id, slot, pending};
-      if (pending > 0) sl.made.push_back(key);
-      keys[l] = key;
-    }
-    // the pin moves: nothing comes back for the previous keys this call did not keep
-    if (pending == 0)
-      for (int32_t k : sl.last)
-        if (std::find(keys.begin(), keys.end(), k) == keys.end()) drop_loop_key(k, dead, slot);
-    sl.last = keys;
-    sl.last_vals = vals;
-    std::copy(keys.begin(), keys.end(), out);
-    if (sl.made.size() >= sl.prune_at) {   // keys the cotangent solves released: forget them
-      sl.made.erase(std::remove_if(sl.made.begin(), sl.made.end(), [&](int32_t k) {
-                      auto e = g_loop_keys.find(k);
-                      return e == g_loop_keys.end() || e->second.slot != slot;
-                    }), sl.made.end());
-      // amortized: the next pass once as many more were made (a forward loop of a gradient
-      // keeps every key alive: a pass at every step was quadratic in the steps)
-      sl.prune_at = std::max<size_t>(4096, 2 * sl.made.size());
+      note_peak();
+      // the pin moves: nothing comes back for the previous keys this call did not keep
+      if (pending == 0)
+        for (int32_t k : sl.last)
+          if (std::find(keys.begin(), keys.end(), k) == keys.end()) drop_loop_key(k, dead, slot);
+      sl.last = keys;
+      sl.last_vals = vals;
+      std::copy(keys.begin(), keys.end(), out);
+      if (sl.made.size() >= sl.prune_at) {   // keys the cotangent solves released: forget them
+        sl.made.erase(std::remove_if(sl.made.begin(), sl.made.end(), [&](int32_t k) {
+                        auto e = g_loop_keys.find(k);
+                        return e == g_loop_keys.end() || e->second.slot != slot;
+                      }), sl.made.end());
+        // amortized: the next pass once as many more were made (a forward loop of a gradient
+        // keeps every key alive: a pass at every step was quadratic in the steps)
+        sl.prune_at = std::max<size_t>(4096, 2 * sl.made.size());
+      }
     }
   }
+  if (refused) {
+    made.clear();
+    others.clear();
+    return call_fallback(fallback, bufs, 2);
+  }
   dead.clear();
-  g_loop_factorizations += members - reused;
-  g_loop_reuses += reused;
+  others.clear();
+  g_loop_factorizations += members - reused - shared;
+  g_loop_reuses += reused + shared;
   return ffi::Error::Success();
 }
 
@@ -1292,6 +1388,10 @@ PyMethodDef methods[] = {
     {"alias", py_alias, METH_VARARGS, "alias(key, handle)"},
     {"unalias", py_unalias, METH_VARARGS, "unalias(key)"},
     {"counts", py_counts, METH_NOARGS, "counts() -> dict"},
+    {"enter_run", py_enter_run, METH_O,
+     "enter_run(run or None): free what loop slots made in other runs (None: in every run)"},
+    {"set_store_live", py_set_store_live, METH_O,
+     "set_store_live(n): the live store's size, for peak_live"},
     {"drain_counts", py_drain_counts, METH_NOARGS, "drain_counts() -> the counters, zeroed"},
     {"set_fallback", py_set_fallback, METH_VARARGS, "set_fallback(address)"},
     {"register_pattern", py_register_pattern, METH_VARARGS,

@@ -78,9 +78,10 @@ class Stats:
     or a Python loop that builds the same matrix again, a log-determinant of a matrix a solve
     factorized); ``misses``: consumers that found no factorization and refactorized;
     ``live``: factorizations alive now (those the native table's loop slots hold included:
-    :mod:`adjoints.jax._native`); ``peak_live``: the most of the store's alive at once since
-    the last reset (a loop slot holds at most one per step of its run, freed as the backward
-    loop moves on); ``queries``: host log-determinant and inverse-entry queries.
+    :mod:`adjoints.jax._native`); ``peak_live``: the most alive at once since the last reset,
+    the loop slots' included (a loop slot holds at most one per step of its run, freed as the
+    backward loop moves on, and what a run left is freed when the next run starts); ``queries``:
+    host log-determinant and inverse-entry queries.
 
     Returned by ``adjoints.jax.stats()``. ``misses`` > 0 means a factorization was made twice
     for one linearization point — usually ``jax.grad(jax.jit(f))``, where ``jax.jit(jax.grad(f))``
@@ -226,6 +227,8 @@ class Store:
         self._release_hooks: list = []   # hook(key) for every freed key, under the lock
         self._count_hooks: list = []     # hook() -> {counter: increment}, drained on reading
         self._gauge_hooks: list = []     # hook() -> factorizations alive elsewhere (native)
+        self._run_hooks: list = []       # hook(run or None) when a run starts (None: settle)
+        self._size_hooks: list = []      # hook(n): the store holds n factorizations now
 
     # ----- hooks of another lowering of the consumers (adjoints.jax._native) ------------------
     def on_release(self, hook) -> None:
@@ -246,6 +249,23 @@ class Store:
         with self.lock:
             self._gauge_hooks.append(hook)
 
+    def on_run(self, hook) -> None:
+        """``hook(run)`` when the callbacks of another run than the last one's start (what
+        earlier runs left elsewhere can go, as the store's own leftovers go to its pool),
+        ``hook(None)`` at :meth:`settle` (every run is over)."""
+        with self.lock:
+            self._run_hooks.append(hook)
+
+    def on_size(self, hook) -> None:
+        """``hook(n)`` whenever the store's number of factorizations changes (a peak of
+        ``live`` reached elsewhere counts them)."""
+        with self.lock:
+            self._size_hooks.append(hook)
+
+    def _sized(self) -> None:
+        for hook in self._size_hooks:
+            hook(len(self._entries))
+
     def _elsewhere(self) -> int:
         return sum(hook() for hook in self._gauge_hooks)
 
@@ -260,8 +280,9 @@ class Store:
 
     def _drain(self) -> None:
         for hook in self._count_hooks:
-            for name, n in hook().items():
-                setattr(self._counts, name, getattr(self._counts, name) + n)
+            for name, n in hook().items():   # counts add up; a peak is the larger one
+                old = getattr(self._counts, name)
+                setattr(self._counts, name, max(old, n) if name == "peak_live" else old + n)
 
     # ----- counters ---------------------------------------------------------------------------
     def count(self, **incr) -> None:
@@ -281,7 +302,8 @@ class Store:
         """Zero the counters (live factorizations are not touched; ``peak_live`` restarts)."""
         with self.lock:
             self._drain()
-            self._counts = Stats(peak_live=len(self._entries))   # live is never a counter
+            # live is never a counter
+            self._counts = Stats(peak_live=len(self._entries) + self._elsewhere())
 
     def live(self) -> int:
         """Number of factorizations alive now (the native table's loop slots' included)."""
@@ -309,7 +331,9 @@ class Store:
             self._entries[k] = e
             if not holders:
                 self._run_keys.add(k)
-            self._counts.peak_live = max(self._counts.peak_live, len(self._entries))
+            self._counts.peak_live = max(self._counts.peak_live,
+                                         len(self._entries) + self._elsewhere())
+            self._sized()
             return k
 
     def lookup(self, k: int, values: np.ndarray):
@@ -390,6 +414,8 @@ class Store:
                 return
             self._retire()
             self._run = run
+            for hook in self._run_hooks:
+                hook(run)
 
     def trim_pool(self) -> None:
         """The current run makes a new factorization: what earlier runs left and this one did
@@ -558,6 +584,8 @@ class Store:
             self._retire()
             self._run = None
             self.trim_pool()
+            for hook in self._run_hooks:
+                hook(None)
 
     # ----- freeing ----------------------------------------------------------------------------
     def drop(self, keys) -> None:
@@ -586,6 +614,8 @@ class Store:
                     hook(int(k))
                 dead.append(e.cache)
         e = None   # no reference left here: the caches die on the host thread
+        if dead:
+            self._sized()
         HOST.discard(dead)
 
 

@@ -158,7 +158,8 @@ def _drain() -> dict:
     TOTALS["fallbacks"] += got["fallbacks"]
     TOTALS["factorizations"] += got["factorizations"]
     return {"forward_solves": got["forward_solves"], "transpose_solves": got["transpose_solves"],
-            "factorizations": got["factorizations"], "reuses": got["reuses"]}
+            "factorizations": got["factorizations"], "reuses": got["reuses"],
+            "peak_live": got["peak_live"]}
 
 
 def _loop_factors() -> int:
@@ -184,6 +185,9 @@ def available() -> bool:
     _live.STORE.on_release(_unalias)
     _live.STORE.on_count(_drain)
     _live.STORE.on_gauge(_loop_factors)
+    _live.STORE.on_run(mod.enter_run)
+    _live.STORE.on_size(mod.set_store_live)
+    mod.set_store_live(_live.STORE.live() - _loop_factors())
     return True
 
 
@@ -313,16 +317,21 @@ def factorize_available() -> bool:
 
 def factorize_applies(ctx, spec, op) -> bool:
     """Whether factorize operation ``op`` (just added to its module) lowers to the FFI
-    factorize: inside a loop body or branch (not straight), ``sv.KLU`` chosen by the caller,
-    the CPU, a site whose Factorization never escaped and that only solves consume (known
-    from tracing, before lowering), a non-empty pattern. Its solves then lower natively too
+    factorize: inside a loop body or branch (not straight), ``sv.KLU`` chosen by the caller or
+    the default algorithm where it picks KLU (``sv.Auto.loop_factorize``), the CPU, a site
+    whose Factorization never escaped and that only solves consume (known from tracing,
+    before lowering), a non-empty pattern. Its solves then lower natively too
     (:func:`applies`), so a step of the loop never enters Python."""
     site = op.site
-    return (ENABLED and not op.straight and type(spec.alg) is sv.KLU and site is not None
-            and not site.escaped and site.solves_only
-            and tuple(ctx.module_context.platforms) == ("cpu",)
-            and np.dtype(ctx.avals_in[0].dtype) in _FACTOR_DTYPES
-            and spec.pattern.shape[0] > 0 and spec.pattern.nnz > 0 and factorize_available())
+    dtype = np.dtype(ctx.avals_in[0].dtype)
+    if not (ENABLED and not op.straight and site is not None and not site.escaped
+            and site.solves_only and tuple(ctx.module_context.platforms) == ("cpu",)
+            and dtype in _FACTOR_DTYPES and spec.pattern.shape[0] > 0 and spec.pattern.nnz > 0
+            and factorize_available()):
+        return False
+    return type(spec.alg) is sv.KLU or (
+        type(spec.alg) is sv.Auto
+        and spec.alg.loop_factorize(spec.pattern, dtype, bool(spec.posdef)) is not None)
 
 
 def lower_factorize(ctx, values, *, spec, op, fallback):
@@ -330,10 +339,11 @@ def lower_factorize(ctx, values, *, spec, op, fallback):
     pattern's KLU analysis (``sv.analyses``: made here at lowering where no cache holds one,
     counted in ``stats().symbolic_analyses``); ``fallback(values) -> keys`` is the Python
     factorization (the named error of a matrix the native checks refuse)."""
-    symbolic, reused = klu_symbolic(spec.pattern, spec.alg.ordering)
+    klu = spec.alg if type(spec.alg) is sv.KLU else sv.KLU()   # the default's KLU
+    symbolic, reused = klu_symbolic(spec.pattern, klu.ordering)
     _live.STORE.count(symbolic_analyses=int(not reused))
     out = precision(ctx.avals_in[0].dtype)
-    rtol = rcond_tol(out) if spec.alg.pivot_rtol is None else spec.alg.pivot_rtol
+    rtol = rcond_tol(out) if klu.pivot_rtol is None else klu.pivot_rtol
     slot = native().make_slot(symbolic.id, KLU_PIVOT_TOL, float(rtol))
     op.module.native_slots.setdefault(op.site, []).append((slot, _block()))
     fid = next(_IDS)

@@ -127,8 +127,9 @@ def _linops(form: str, alg: str):
 
 def _newton(alg: str):
     """jit(value_and_grad) of the heat loop whose body builds A_t and solves it: one
-    factorization per step (``klu``: the FFI factorize; ``auto``: the default algorithm, a
-    Python callback per factorization)."""
+    factorization per step (``klu``: the FFI factorize; ``auto``: the default algorithm, the
+    FFI factorize where ``sv.Auto.loop_factorize`` picks KLU, else a Python callback per
+    factorization)."""
     def build(nx, steps):
         jax, jnp = _jax()
         # linops' solvers only in the children of its own rows (a peer's child runs without them)

@@ -146,6 +146,7 @@ NATIVE_CELLS += [("fori", "klu"), ("factorize-in-body", "klu")]
 # the default algorithm: the loop's factorize picks a native engine (Auto(loop_solves=True)),
 # the callback path (ENABLED=False) Auto's rules' engine: equal to rounding, not bit for bit
 NATIVE_CELLS += [(f, e) for e in ("auto", "auto-general") for f in ("scan", "solve-in-body")]
+NATIVE_CELLS += [("factorize-in-body", "auto")]   # the FFI factorize (KLU) by Auto's flops rule
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
@@ -220,17 +221,20 @@ def loop_counts() -> dict:
                               "fallbacks")}
 
 
+@pytest.mark.parametrize("engine", ["klu", "auto"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
-def test_a_factorization_in_the_loop_body_never_enters_python(dtype):
-    """A_t built and factorized at every step (sv.KLU): the FFI factorize makes every
-    factorization (T per call, none by Python), the forward and the transposed solves are
-    native with them (no fallback, no miss), and the backward pass frees each one after its
-    last use: one factor is left between calls (the slot's, freed by the next run), none
-    after the compiled function is dropped. The value and gradient equal the callback path's
-    to the bit (the same KLU factors) and dense autodiff to 1e-12."""
+def test_a_factorization_in_the_loop_body_never_enters_python(dtype, engine):
+    """A_t built and factorized at every step (sv.KLU, or the default algorithm on an HPD
+    matrix, where the rules would pick CHOLMOD through a callback and KLU's flops are under
+    ``loop_factorize_flops``): the FFI factorize makes every factorization (T per call, none
+    by Python), the forward and the transposed solves are native with them (no fallback, no
+    miss), and the backward pass frees each one after its last use: one factor is left between
+    calls (the slot's, freed by the next run), none after the compiled function is dropped.
+    The value and gradient equal KLU's callback path to the bit (the same KLU factors) and
+    dense autodiff to 1e-12."""
     from adjoints.jax._live import STORE
 
-    case = klu_case(dtype)
+    case = klu_case(dtype) if engine == "klu" else auto_case(dtype)
     p, q = case.params, rhs(case)
 
     def loss(p, q, dense=False):
@@ -249,8 +253,11 @@ def test_a_factorization_in_the_loop_body_never_enters_python(dtype):
             (T, 0, T, T), s
         assert s.live == len(STORE.keys()) + 1, s    # the loop factor counts as live
     _native.ENABLED = False
+    klu = dataclasses.replace(case, alg=sv.KLU())   # the callback of the engine that ran
     try:
-        want = jax.jit(jax.value_and_grad(loss, (0, 1)))(tuple(x * 1.1 for x in p), q)
+        want = jax.jit(jax.value_and_grad(
+            lambda p, q: jnp.sum(jnp.abs(loop_solve(klu, "factorize-in-body")(
+                p, make_b(q, case.dtype))) ** 2), (0, 1)))(tuple(x * 1.1 for x in p), q)
     finally:
         _native.ENABLED = True
     for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
@@ -267,6 +274,48 @@ def test_a_factorization_in_the_loop_body_never_enters_python(dtype):
     gc.collect()
     c = loop_counts()
     assert c["slots"] < slots and c["loop_factors"] == 0, c
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128], ids=["float64", "complex128"])
+def test_the_default_in_the_loop_body_keeps_the_callback_over_its_flops_limit(dtype):
+    """``sv.Auto(loop_factorize_flops=0)`` on the HPD matrix: real, with CHOLMOD installed, the
+    factorization stays Auto's rules' (CHOLMOD through the Python callback, T factorizations
+    by Python, none native; the solves with them still native); complex, KLU is the rules'
+    engine in a loop anyway, so the FFI factorize makes it. Both answer as the native KLU
+    run does, to rounding."""
+    case = dataclasses.replace(auto_case(dtype), alg=sv.Auto(loop_factorize_flops=0))
+    p, q = case.params, rhs(case)
+
+    def run(c):
+        drain()
+        out = jax.jit(jax.value_and_grad(lambda p, q: jnp.sum(jnp.abs(loop_solve(
+            c, "factorize-in-body")(p, make_b(q, c.dtype))) ** 2), (0, 1)))(p, q)
+        return jax.block_until_ready(out), loop_counts(), adj.stats()
+
+    got, c, s = run(case)
+    callback = np.dtype(dtype).kind == "f" and sv.cholmod_available()
+    assert c["factorizations"] == (0 if callback else T), c
+    assert s.factorizations == T and s.misses == 0, s
+    want = run(dataclasses.replace(case, alg=sv.KLU()))[0]
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(a, b, rtol=rtol_for(dtype), atol=1e-13)
+
+
+def test_auto_loop_factorize_says_why():
+    """The rule at lowering: KLU where the rules would pick it in a loop (complex, or no
+    CHOLMOD), else KLU's estimated flops against the limit; None off the limit, for an empty
+    pattern, or over iterative_min with a posdef hint."""
+    A = auto_case(np.float64).build(auto_case(np.float64).params)
+    P = A.pattern
+    why = sv.Auto().loop_factorize(P, np.float64)
+    assert why is not None and "KLU (native factorize)" in why
+    if sv.cholmod_available():
+        assert "flops <= loop_factorize_flops" in why
+        assert sv.Auto(loop_factorize_flops=0).loop_factorize(P, np.float64) is None
+    assert sv.Auto(loop_factorize_flops=0).loop_factorize(P, np.complex128) is not None
+    assert sv.Auto(iterative_min=1).loop_factorize(P, np.float64, posdef=True) is None
+    empty = lo.Pattern.from_coo([], [], (3, 3))
+    assert sv.Auto().loop_factorize(empty, np.float64) is None
 
 
 def test_a_forward_loop_keeps_one_factorization_alive_at_a_time():
@@ -320,6 +369,51 @@ def test_a_matrix_built_unchanged_at_every_step_is_factorized_once():
     np.testing.assert_allclose(got, loss(p, 0.3, True), rtol=1e-12)
 
 
+@pytest.mark.parametrize("alg", [sv.KLU(), None], ids=["klu", "default"])
+def test_loops_of_one_program_share_a_factorization_of_the_same_values(alg):
+    """One matrix, built before the loop, solved in both branches of a ``lax.cond`` in the
+    body, in one jit with its value, gradient and Hessian-vector product: each branch of each
+    loop factorizes on its own slot (a branch is not hoisted), and every slot after the first
+    finds a factorization of the same values bit for bit in another one (the live store's
+    lookup by values, done natively): one factorization per pattern (A, Aᵀ) and call (it was
+    one per slot and loop), the rest counted in ``reuses``; the answers match dense
+    autodiff."""
+    case = klu_case(np.float64)
+    p, q = case.params, rhs(case)
+    b = make_b(q, case.dtype)
+
+    def loss(p, dense=False):
+        if dense:
+            a = case.dense(p)
+            solve = lambda r: jnp.linalg.solve(a, r)   # noqa: E731
+            tsolve = lambda r: jnp.linalg.solve(a.T, r)   # noqa: E731
+        else:
+            A = case.build(p)
+            solve = lambda r: adj.solve(A, r, alg)   # noqa: E731
+            tsolve = lambda r: adj.solve(A.T, r, alg)   # noqa: E731
+
+        def body(u, i):
+            return jax.lax.cond(i % 2 == 0, lambda w: solve(w + b), lambda w: tsolve(2 * w),
+                                u), None
+        return jnp.sum(jax.lax.scan(body, b, jnp.arange(2 * T))[0] ** 2)
+
+    def every(p, loss=loss):
+        g = jax.grad(loss)
+        return loss(p), g(p), jax.jvp(g, (p,), (p,))[1]
+
+    f = jax.jit(every)
+    for i in range(2):
+        drain()
+        got = jax.block_until_ready(f(tuple(x * (1 + 0.1 * i) for x in p)))
+        c = loop_counts()
+        assert c["factorizations"] <= 2 and c["fallbacks"] == 0, c
+        s = adj.stats()   # A and Aᵀ: two patterns, one factorization each
+        assert s.factorizations == 2 and s.reuses >= 4 and s.misses == 0, (s, c)
+    want = every(tuple(x * 1.1 for x in p), lambda p: loss(p, True))
+    for a, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(a, w, rtol=1e-12, atol=1e-12 * np.abs(w).max())
+
+
 def test_a_compiled_function_dropped_while_its_loop_runs_keeps_its_slot():
     """``jax.jit(lambda v: ...)(v)``: the Python executable dies at once while XLA still runs
     the loop (asynchronous dispatch); its loop slot and fallbacks live with the executable's
@@ -345,8 +439,9 @@ def test_a_compiled_function_dropped_while_its_loop_runs_keeps_its_slot():
 def test_a_checkpointed_body_factorizes_again_and_keeps_no_forward_factorizations():
     """jax.checkpoint around the step: the backward loop recomputes each factorization next to
     its cotangent solve (its own slot), so the forward loop's slot keeps one factorization at
-    a time (nothing comes back for them): 2T factorizations per call, at most one left per
-    slot afterwards, the gradient equal to dense autodiff."""
+    a time (nothing comes back for them): 2T − 1 factorizations per call (the recompute of
+    the last step finds the forward slot's last factorization of the same values: a reuse),
+    at most one left per slot afterwards, the gradient equal to dense autodiff."""
     case = klu_case(np.float64)
     p, q = case.params, rhs(case)
     b = make_b(q, case.dtype)
@@ -360,7 +455,8 @@ def test_a_checkpointed_body_factorizes_again_and_keeps_no_forward_factorization
     drain()
     g = jax.jit(jax.grad(loss))(p)
     c = loop_counts()
-    assert c["factorizations"] == 2 * T and c["fallbacks"] == 0, c
+    assert c["factorizations"] == 2 * T - 1 and c["fallbacks"] == 0, c
+    assert adj.stats().reuses == 1, adj.stats()
     assert c["loop_factors"] <= before + 2, c
     want = jax.grad(lambda p: loss(p, True))(p)
     for a, w in zip(g, want):
@@ -641,6 +737,62 @@ def test_rss_stays_flat_over_150_native_calls_of_every_pattern(alg):
         assert r["aliases"] - r["loop_factors"] <= 1, r
         if pattern in MEMORY_IN_BODY:   # every factorization made by the FFI factorize
             assert r["loop_factorizations"] == per_call * MEMORY_CALLS, r
+
+
+KEPT_MODULES_CHILD = """
+import gc, json, os, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp, numpy as np
+import linops as lo, solvers as sv, adjoints.jax as adj
+from solvers.internals import native
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+fam, load = lo.testing.poisson_family(100)
+P, b = fam.pattern, jnp.asarray(load)
+v0 = jnp.asarray(fam(np.ones(fam.n_params)).values)
+kept = []
+
+def module(i):   # a new compiled module per call, kept (as JAX's caches keep an eager one's)
+    def fwd(v):
+        step = lambda u, t: (adj.solve(lo.Sparse(v * (1 + 0.1 * t + 1e-3 * i), P), u + b,
+                                       sv.KLU()), None)
+        return jax.lax.scan(step, b, jnp.arange(2) * 1.0)[0]
+    f = jax.jit(fwd)
+    kept.append(f)
+    jax.block_until_ready(f(v0))
+
+for i in range(3):
+    module(i)
+gc.collect()
+before = rss()
+for i in range(3, 23):
+    module(i)
+gc.collect()
+print("@@" + json.dumps({"grown_mb": (rss() - before) / 2**20,
+                         "loop_factors": native().counts()["loop_factors"],
+                         "modules": len(kept)}))
+"""
+
+
+@pytest.mark.slow
+def test_compiled_modules_kept_but_not_run_again_keep_no_loop_factorization():
+    """20 distinct compiled functions (JAX keeps an eager loop's module in its caches the same
+    way), each run once, each factorizing in its loop body (n = 10 100, ~8.5 MB per KLU
+    factor): a slot's last factorization used to live as long as its module (measured: +208
+    MB, 23 loop factors alive); the next run frees what earlier runs left, so one is alive and
+    the child grows by what JAX keeps per module (measured +39 MB)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, "-c", KEPT_MODULES_CHILD], capture_output=True,
+                       text=True, timeout=600, env=env, cwd=ROOT)
+    got = [json.loads(ln[2:]) for ln in p.stdout.splitlines() if ln.startswith("@@")]
+    assert p.returncode == 0 and got, p.stderr[-3000:]
+    r = got[0]
+    assert r["modules"] == 23 and r["loop_factors"] <= 1 and r["grown_mb"] < 100, r
 
 
 def test_without_the_extension_klu_is_refused_and_jax_keeps_the_callback(tmp_path):

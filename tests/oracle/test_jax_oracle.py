@@ -32,7 +32,7 @@ T = 2   # steps of every loop: u ← A⁻¹(u + b)
 NAMES = ("needs-pivoting", "complex-symmetric", "explicit-zeros-spd", "spd-cond-1e8",
          "saddle-point", "n1-negative", "hpd-complex64")
 FORMS = ("scan", "fori", "while", "cond", "switch", "map", "python", "vmap", "factorize",
-         "logdet", "klu-body")
+         "logdet", "klu-body", "auto-body")
 
 
 def _tol(mat) -> float:
@@ -42,15 +42,17 @@ def _tol(mat) -> float:
 
 FULL = ("needs-pivoting", "complex-symmetric")   # every loop form; the others: CORE
 # a scan alternating A and Aᵀ solves, log det, and a scan whose body builds and factorizes
-# its own A_t with sv.KLU() (the FFI factorize: a step that never enters Python)
-CORE = ("cond", "logdet", "klu-body")
+# its own A_t with sv.KLU() or the default algorithm (the FFI factorize where
+# Auto.loop_factorize picks KLU: a step that never enters Python)
+CORE = ("cond", "logdet", "klu-body", "auto-body")
 # the dense reference of each form, written without loops (T steps unrolled): the loop forms
 # compute the same function, so they share one dense program
 REFERENCE = {"scan": "chain", "fori": "chain", "while": "chain", "python": "chain",
              "cond": "alternate", "switch": "alternate", "map": "batch", "vmap": "batch",
-             "factorize": "both", "logdet": "logdet", "klu-body": "stepped"}
+             "factorize": "both", "logdet": "logdet", "klu-body": "stepped",
+             "auto-body": "stepped"}
 SCALES = (1.0, 1.5)   # the two matrices of map and vmap: A(v·s)
-STEP = 0.25           # klu-body: A_t = (1 + STEP·t)·A at step t
+STEP = 0.25           # klu-body, auto-body: A_t = (1 + STEP·t)·A at step t
 
 
 def _setting(mat):
@@ -121,14 +123,16 @@ def _sparse_programs(mat, forms):
     def logdet(v):
         return adj.slogdet(A_of(v))[1]
 
-    def klu_body(v):   # a Newton-like step: A_t built and factorized inside the body
-        def body(u, t):
-            return adj.solve(A_of(v * (1 + STEP * t).astype(v.dtype)), u + b, sv.KLU()), None
-        return _loss(jax.lax.scan(body, b, jnp.arange(T) * 1.0)[0])
+    def stepped(alg):   # a Newton-like step: A_t built and factorized inside the body
+        def loss(v):
+            def body(u, t):
+                return adj.solve(A_of(v * (1 + STEP * t).astype(v.dtype)), u + b, alg), None
+            return _loss(jax.lax.scan(body, b, jnp.arange(T) * 1.0)[0])
+        return loss
 
     fns = {"scan": scan, "fori": fori, "while": while_, "cond": cond, "switch": switch,
            "map": map_, "python": python, "vmap": vmap, "factorize": factorize,
-           "logdet": logdet, "klu-body": klu_body}
+           "logdet": logdet, "klu-body": stepped(sv.KLU()), "auto-body": stepped(None)}
     return {k: fns[k] for k in forms}
 
 
@@ -213,10 +217,11 @@ def test_loop_forms_first_and_second_order_against_dense_jax(name):
     # loop solves (CHOLMOD for a real HPD A where installed, else KLU: no selected inversion),
     # so log det of the same values makes its own where that is KLU
     native_klu = not (mat.posdef and mat.dtype.kind == "f" and sv.cholmod_available())
-    # klu-body: T matrices, factorized by the FFI factorize once per loop that runs them (the
-    # value's, the gradient's forward loop, the Hessian-vector product's: it does not look
-    # for another loop's factorization of the same values, as the store does)
-    extra = int("logdet" in forms and native_klu) + (3 * T - 1) * ("klu-body" in forms)
+    # klu-body, auto-body: T matrices, factorized by the FFI factorize once per loop that runs
+    # them (the value's, the gradient's forward loop, the Hessian-vector product's: it does not
+    # look for another loop's factorization of the same values, as the store does)
+    extra = int("logdet" in forms and native_klu) + (3 * T - 1) * sum(
+        f in ("klu-body", "auto-body") for f in forms)
     assert s.factorizations <= len(forms) + 2 * sum(f in ("map", "vmap") for f in forms) \
         + extra, s
     kinds = {REFERENCE[f] for f in forms}
