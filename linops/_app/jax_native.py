@@ -392,10 +392,13 @@ def run_pair(method: str, nx: int, steps: list) -> list:
         who = f"linops {_version('linops')}"
     first, cpu, wall, outs = [], [[] for _ in steps], [[] for _ in steps], [None] * len(steps)
     # every call its own θ (run(i) scales it by 1 + 1e-9·i): no call finds the factorization
-    # of another one still live
+    # of another one still live. The gradient compared is the first call's (θ·(1 + 1e-7·j)
+    # in every row): a later call's θ depends on how many warm calls a row made, and a 1e-9
+    # change of θ moved the gradient by 3e-9 at n = 10 000
+    grads = []
     for j, (run, _) in enumerate(runs):
         t = time.perf_counter()
-        run(100 * j)
+        grads.append(run(100 * j)[0])
         first.append(time.perf_counter() - t)
     # warm calls until each T has run WARM_S seconds in all (at least MIN_CALLS, at most
     # MAX_CALLS calls): a 20 ms call (n = 256) is measured 15 times, a 2 s one (n = 10 000) 3
@@ -410,7 +413,7 @@ def run_pair(method: str, nx: int, steps: list) -> list:
     return [{"method": method, "nx": nx, "n": nx * nx, "steps": T, "cpu_s": min(cpu[j]),
              "wall_s": min(wall[j]), "first_call_s": first[j],
              "factorizations": int(outs[j][1]), "version": who,
-             "grad": np.asarray(outs[j][0], dtype=float).tolist()}
+             "grad": np.asarray(grads[j], dtype=float).tolist()}
             for j, T in enumerate(steps)]
 
 

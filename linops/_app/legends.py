@@ -221,7 +221,7 @@ JAX_NATIVE = """--section native:
   µs/step wall  the same in wall-clock time
   ratio         µs/step cpu over the best native peer's at this n (klujax, sparsax, splineax)
   vs numpy      µs/step cpu over the numpy path's at this n
-  grad rel.err  max|∇θ − ∇θ(numpy path)| / max|∇θ(numpy path)|
+  grad rel.err  max|∇θ − ∇θ(numpy path)| / max|∇θ(numpy path)|, of each row's first call (one θ)
   fact.         factorizations per call (adjoints.jax counts its own; peers: by construction)
   version       the package that ran it"""
 
