@@ -1152,33 +1152,37 @@ ffi::Error KluFactorizeImpl(ffi::RunId run, ffi::AnyBuffer values,
   // gradient's and the Hessian-vector product's loops over one matrix) shares that factor
   std::vector<std::pair<std::shared_ptr<const std::vector<double>>, std::shared_ptr<Factor>>>
       others;
+  bool gone = false;
   {
     std::lock_guard<std::mutex> g(g_lock);
     auto it = g_slots.find(slot);
-    if (it == g_slots.end()) return call_fallback(fallback, bufs, 2);
-    Slot& sl = it->second;
-    enter_run(run.run_id, false, dead);   // earlier runs' factorizations: done with
-    if (!sl.has_run || sl.run != run.run_id) {
-      clear_slot(slot, sl, dead);
-      sl.has_run = true;
-      sl.run = run.run_id;
-    }
-    for (auto& [oid, o] : g_slots) {
-      if (oid == slot || o.sym != sl.sym || o.tol != sl.tol || o.rtol != sl.rtol) continue;
-      for (size_t m = 0; m < o.last.size() && m < o.last_vals.size(); ++m) {
-        auto k = g_loop_keys.find(o.last[m]);
-        if (k == g_loop_keys.end() || !o.last_vals[m] || others.size() >= kSharedMax) continue;
-        auto f = g_factor.find(k->second.factor);
-        if (f != g_factor.end()) others.emplace_back(o.last_vals[m], f->second);
+    gone = it == g_slots.end();   // Python is called after the lock is let go
+    if (!gone) {
+      Slot& sl = it->second;
+      enter_run(run.run_id, false, dead);   // earlier runs' factorizations: done with
+      if (!sl.has_run || sl.run != run.run_id) {
+        clear_slot(slot, sl, dead);
+        sl.has_run = true;
+        sl.run = run.run_id;
       }
+      for (auto& [oid, o] : g_slots) {
+        if (oid == slot || o.sym != sl.sym || o.tol != sl.tol || o.rtol != sl.rtol) continue;
+        for (size_t m = 0; m < o.last.size() && m < o.last_vals.size(); ++m) {
+          auto k = g_loop_keys.find(o.last[m]);
+          if (k == g_loop_keys.end() || !o.last_vals[m] || others.size() >= kSharedMax) continue;
+          auto f = g_factor.find(k->second.factor);
+          if (f != g_factor.end()) others.emplace_back(o.last_vals[m], f->second);
+        }
+      }
+      sym = sl.sym;
+      tol = sl.tol;
+      rtol = sl.rtol;
+      pending = sl.pending;
+      last = sl.last;
+      last_vals = sl.last_vals;
     }
-    sym = sl.sym;
-    tol = sl.tol;
-    rtol = sl.rtol;
-    pending = sl.pending;
-    last = sl.last;
-    last_vals = sl.last_vals;
   }
+  if (gone) return call_fallback(fallback, bufs, 2);
   dead.clear();
   const ffi::DataType t = values.element_type();
   const bool cplx = is_complex(t);
