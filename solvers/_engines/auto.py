@@ -194,6 +194,10 @@ class Auto(Algorithm):
     loop_factorize_flops: float = 5e6
 
     def __post_init__(self):
+        f = self.loop_factorize_flops
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not f >= 0:
+            raise ValueError(f"Auto: loop_factorize_flops must be a number >= 0 (0: never "
+                             f"KLU's native factorize where the rules pick CHOLMOD), got {f!r}")
         if self.tune not in (None, True, False):
             raise ValueError(f"Auto: tune must be None, True or False, got tune={self.tune!r}")
         if not (self.profile is None or isinstance(self.profile, (Profile, str, Path))):

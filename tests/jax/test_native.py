@@ -316,6 +316,9 @@ def test_auto_loop_factorize_says_why():
     assert sv.Auto(iterative_min=1).loop_factorize(P, np.float64, posdef=True) is None
     empty = lo.Pattern.from_coo([], [], (3, 3))
     assert sv.Auto().loop_factorize(empty, np.float64) is None
+    for bad in (-1.0, float("nan"), "5e6", True):
+        with pytest.raises(ValueError, match="loop_factorize_flops must be a number >= 0"):
+            sv.Auto(loop_factorize_flops=bad)
 
 
 def test_a_forward_loop_keeps_one_factorization_alive_at_a_time():
