@@ -187,7 +187,7 @@ def available() -> bool:
     _live.STORE.on_gauge(_loop_factors)
     _live.STORE.on_run(mod.enter_run)
     _live.STORE.on_size(mod.set_store_live)
-    mod.set_store_live(_live.STORE.live() - _loop_factors())
+    mod.set_store_live(len(_live.STORE.keys()))
     return True
 
 

@@ -144,7 +144,7 @@ class Auto(Algorithm):
         where the rules would pick CHOLMOD (a Python callback per step, ~2 ms with its
         adjoint). Measured, jit(value_and_grad) of a scan factorizing every step, one thread,
         ms per step native KLU vs the CHOLMOD callback: 2-D Q4 heat n = 256 0.25 vs 2.7
-        (9.3·10⁴ flops), 1 024 1.7 vs 3.5, 3 025 9.3 vs 10.9 (6.0·10⁶), 4 096 15.0 vs 13.1
+        (9.3·10⁴ flops), 1 024 1.6 vs 3.5, 3 025 9.3 vs 10.9 (6.0·10⁶), 4 096 15.0 vs 13.1
         (1.0·10⁷); 3-D 7-point n = 512 1.2 vs 6.0 (9.4·10⁵), 1 331 11.4 vs 9.2 (8.6·10⁶).
         Default 5·10⁶ (flops, not n: a 3-D pattern fills sooner).
 

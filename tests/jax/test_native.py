@@ -305,8 +305,8 @@ def test_auto_loop_factorize_says_why():
     """The rule at lowering: KLU where the rules would pick it in a loop (complex, or no
     CHOLMOD), else KLU's estimated flops against the limit; None off the limit, for an empty
     pattern, or over iterative_min with a posdef hint."""
-    A = auto_case(np.float64).build(auto_case(np.float64).params)
-    P = A.pattern
+    case = auto_case(np.float64)
+    P = case.build(case.params).pattern
     why = sv.Auto().loop_factorize(P, np.float64)
     assert why is not None and "KLU (native factorize)" in why
     if sv.cholmod_available():
